@@ -1,0 +1,90 @@
+"""Start (or join) the embedded PostgreSQL + pgvector server that lives in the data dir."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+
+_START_LOCK = threading.Lock()  # pgserver's own lock is per process; threads in one race
+_SIGTERM_INSTALLED = False
+
+
+class EmbeddedServerError(RuntimeError):
+    """The embedded server could not be started."""
+
+
+def embedded_uri(data_dir: Path) -> str:
+    """Return a libpq URI for the embedded server in `data_dir`, starting it if needed.
+
+    The server is shared: every process using the same data dir registers its pid in
+    `.handle_pids.json`, and the last one to exit stops it (pgserver's cleanup_mode="stop").
+    """
+    import pgserver  # imported late: it touches the filesystem at import time
+
+    pgdata = Path(data_dir).expanduser().resolve() / "pgdata"
+    with _START_LOCK:
+        try:
+            pgdata.parent.mkdir(parents=True, exist_ok=True)
+            with pgserver.PostgresServer._lock:
+                _drop_dead_handles(pgdata)
+            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        except Exception as exc:  # pgserver raises bare subprocess/OS errors
+            log = pgdata / "log"
+            tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+            raise EmbeddedServerError(
+                f"could not start the embedded PostgreSQL in {pgdata}: {exc}. {tail}".strip()
+            ) from exc
+        _stop_cleanly_on_sigterm()
+        return server.get_uri()
+
+
+def _drop_dead_handles(pgdata: Path) -> None:
+    """Remove pids of processes that died without cleanup (SIGKILL, OOM).
+
+    pgserver stops the server only when its own pid is the last one listed, so one stale
+    pid would keep the server running forever after everyone has gone.
+    """
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text() or "[]")
+    except json.JSONDecodeError:
+        pids = []
+    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM into a normal exit so pgserver's atexit hook releases our handle."""
+    global _SIGTERM_INSTALLED
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # someone (e.g. Streamlit) already owns SIGTERM and exits cleanly itself
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    _SIGTERM_INSTALLED = True
+
+
+def handle_pids(data_dir: Path) -> list[int]:
+    """The pids currently registered as users of the embedded server (for diagnostics)."""
+    handles = Path(data_dir).expanduser().resolve() / "pgdata" / ".handle_pids.json"
+    return json.loads(handles.read_text() or "[]") if handles.exists() else []
+
+
+def postgres_pid(data_dir: Path) -> int | None:
+    """The postmaster pid if the embedded server is running."""
+    pidfile = Path(data_dir).expanduser().resolve() / "pgdata" / "postmaster.pid"
+    if not pidfile.exists():
+        return None
+    pid = int(pidfile.read_text().splitlines()[0])
+    return pid if psutil.pid_exists(pid) else None
+
+
+__all__ = ["EmbeddedServerError", "embedded_uri", "handle_pids", "postgres_pid"]

@@ -1,0 +1,87 @@
+"""Build the one SQLAlchemy engine from settings: embedded server or DATABASE_URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pgvector.psycopg import register_vector
+import psycopg
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError
+
+from db.embedded import EmbeddedServerError, embedded_uri
+from db.migrate import upgrade_to_head
+from db.settings import Settings
+
+# Covers hybrid depths up to 200 without a per-query SET; deeper searches SET LOCAL.
+DEFAULT_EF_SEARCH = 200
+
+
+class StoreUnavailableError(RuntimeError):
+    """The database could not be reached; the message names what was tried."""
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What the sidebar shows about the store (never the password)."""
+
+    kind: str  # "embedded" or "external"
+    location: str  # data dir or host/dbname
+
+
+def describe_store(settings: Settings) -> StoreInfo:
+    if settings.embedded:
+        return StoreInfo("embedded", str(settings.workbench_data_dir))
+    parts = urlsplit(settings.database_url.get_secret_value())  # type: ignore[union-attr]
+    return StoreInfo("external", f"{parts.hostname or 'local socket'}:{parts.port or 5432}{parts.path}")
+
+
+def build_engine(settings: Settings) -> Engine:
+    """Create the engine and prove it can connect; raise StoreUnavailableError otherwise."""
+    info = describe_store(settings)
+    try:
+        raw_url = (
+            embedded_uri(settings.workbench_data_dir)
+            if settings.embedded
+            else settings.database_url.get_secret_value()  # type: ignore[union-attr]
+        )
+    except EmbeddedServerError as exc:
+        raise StoreUnavailableError(str(exc)) from exc
+    engine = create_engine(
+        _psycopg_url(raw_url),
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=10,
+        connect_args={"connect_timeout": 5, "options": f"-c hnsw.ef_search={DEFAULT_EF_SEARCH} -c hnsw.iterative_scan=strict_order"},
+    )
+    event.listen(engine, "connect", _register_vector_type)
+    try:
+        upgrade_to_head(engine, embedding_dim=settings.embedding_dim)
+    except DBAPIError as exc:
+        engine.dispose()
+        raise StoreUnavailableError(
+            f"cannot reach the {info.kind} database at {info.location}: "
+            f"{_first_line(exc.orig)}"
+        ) from exc
+    # Connections opened before the migration created the vector type lack its adapter.
+    engine.dispose()
+    return engine
+
+
+def _psycopg_url(url: str) -> str:
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    raise StoreUnavailableError("DATABASE_URL must start with postgresql:// (got another scheme)")
+
+
+def _register_vector_type(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    try:
+        register_vector(dbapi_conn)
+    except psycopg.ProgrammingError:
+        pass  # fresh database: the first migration creates the extension, then we reconnect
+
+
+def _first_line(exc: object) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,1 @@
+"""Everything that thinks: retrieval, scoring, ingestion, the pipeline, review, exports."""

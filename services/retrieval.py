@@ -1,0 +1,211 @@
+"""BM25, dense and hybrid (weighted RRF) retrieval, each one SQL statement."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from db import Settings, get_settings
+from db.engine import DEFAULT_EF_SEARCH
+from services import embedding
+from services.domain import RETRIEVAL_MODES, Hit, RetrievalResult
+from services.entities import extract_entities
+from services.errors import InputError
+from services.rerank import rerank_hits
+from services.store import transaction
+from services.text import tokenize
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Knobs of one search; defaults come from settings."""
+
+    mode: str = "hybrid"
+    k: int = 10
+    depth: int | None = None  # candidates per leg before fusion; default max(k, 50)
+    k1: float = 1.2
+    b: float = 0.75
+    rrf_k: int = 60
+    bm25_weight: float = 1.0
+    dense_weight: float = 1.0
+    collection: str = "default"
+
+    @property
+    def leg_depth(self) -> int:
+        return self.depth or max(self.k, 50)
+
+
+def clean_query(query: str, *, max_chars: int) -> str:
+    """The query as searched, or an InputError saying what is wrong with it."""
+    if not isinstance(query, str):
+        raise InputError("the query must be text")
+    cleaned = _CONTROL.sub(" ", query).strip()
+    if not cleaned:
+        raise InputError("the query is empty; type a question")
+    if len(cleaned) > max_chars:
+        raise InputError(
+            f"the query is {len(cleaned):,} characters long; the limit is {max_chars:,}. "
+            "Shorten it to the question itself"
+        )
+    return cleaned
+
+
+def default_params(settings: Settings | None = None, **overrides: object) -> SearchParams:
+    settings = settings or get_settings()
+    base = {"k1": settings.bm25_k1, "b": settings.bm25_b, "rrf_k": settings.rrf_k}
+    base.update(overrides)
+    return SearchParams(**base)  # type: ignore[arg-type]
+
+
+def search(query: str, params: SearchParams | None = None, *, settings: Settings | None = None) -> RetrievalResult:
+    """Run one search in its own read transaction."""
+    settings = settings or get_settings()
+    params = params or default_params(settings)
+    with transaction(settings) as session:
+        return search_in_session(query, params, session=session, settings=settings)
+
+
+def search_in_session(
+    query: str, params: SearchParams, *, session: Session, settings: Settings, query_vector=None  # type: ignore[no-untyped-def]
+) -> RetrievalResult:
+    if params.mode not in RETRIEVAL_MODES:
+        raise InputError(f"unknown retrieval mode '{params.mode}' (choose one of {', '.join(RETRIEVAL_MODES)})")
+    if not 1 <= params.k <= 1000 or not params.k <= params.leg_depth <= 1000:
+        raise InputError("k must be between 1 and 1000 and no larger than the search depth")
+    query = clean_query(query, max_chars=settings.max_query_chars)
+    started = time.perf_counter()
+    values: dict[str, object] = {
+        "cid": _collection_id(session, params.collection),
+        "k": params.k,
+        "depth": params.leg_depth,
+        "k1": float(params.k1),
+        "b": float(params.b),
+        "rrf_k": float(params.rrf_k),
+        "w_bm25": float(params.bm25_weight),
+        "w_dense": float(params.dense_weight),
+        "terms": tokenize(query),
+    }
+    if params.mode != "bm25":
+        if query_vector is None:
+            query_vector = embedding.encode(settings.embedding_model, [query])[0]
+        values["embedding"] = query_vector
+        if params.leg_depth > DEFAULT_EF_SEARCH:
+            session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
+    rows = [] if values["cid"] is None else session.execute(text(_SQL_BY_MODE[params.mode]), values).mappings().all()
+    hits = tuple(_hit(i + 1, row) for i, row in enumerate(rows))
+    hits, reranker = rerank_hits(query, hits, settings=settings)
+    return RetrievalResult(
+        query=query,
+        mode=params.mode,
+        hits=hits,
+        reranker=reranker,
+        query_entities=extract_entities(query),
+        depth=params.leg_depth,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        params={"k": params.k, "k1": params.k1, "b": params.b, "rrf_k": params.rrf_k,
+                "bm25_weight": params.bm25_weight, "dense_weight": params.dense_weight,
+                "collection": params.collection},
+    )
+
+
+def _collection_id(session: Session, name: str) -> int | None:
+    return session.execute(text("SELECT id FROM collections WHERE name = :name"), {"name": name}).scalar()
+
+
+def _hit(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
+    return Hit(
+        chunk_id=row["chunk_id"],
+        document_id=row["document_id"],
+        external_id=row["external_id"],
+        title=row["title"],
+        text=row["text"],
+        rank=rank,
+        fused_score=float(row["fused"]),
+        bm25_score=_opt_float(row["bm25_score"]),
+        bm25_rank=row["bm25_rank"],
+        dense_similarity=_opt_float(row["dense_similarity"]),
+        dense_rank=row["dense_rank"],
+        matched_idf_share=_opt_float(row["idf_share"]),
+    )
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+# --- SQL -------------------------------------------------------------------------------
+# Lucene BM25: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); a query term repeated counts
+# repeatedly (as rank-bm25 does). Query terms unseen in the corpus keep a maximal idf in
+# the denominator of idf_share, so a query about something the corpus lacks scores low.
+# Float constants are float8: numeric arithmetic measured 6x slower.
+_BM25_CTES = """
+stats AS (
+    SELECT n_chunks::float8 AS n, total_dl::float8 / greatest(n_chunks, 1) AS avgdl
+    FROM bm25_stats WHERE collection_id = :cid
+), q AS (
+    SELECT t.id AS term_id, u.qtf::float8 AS qtf,
+           ln(1.0::float8 + (stats.n - coalesce(t.df, 0) + 0.5::float8) / (coalesce(t.df, 0) + 0.5::float8)) AS idf
+    FROM (SELECT term, count(*) AS qtf FROM unnest(CAST(:terms AS text[])) AS term GROUP BY term) u
+    CROSS JOIN stats
+    LEFT JOIN bm25_terms t ON t.collection_id = :cid AND t.term = u.term
+), bm25 AS (
+    SELECT p.chunk_id,
+           sum(q.qtf * q.idf * (p.tf * (:k1 + 1.0::float8))
+               / (p.tf + :k1 * (1.0::float8 - :b + :b * p.dl / stats.avgdl))) AS score,
+           sum(q.qtf * q.idf) / (SELECT sum(qtf * idf) FROM q) AS idf_share
+    FROM q JOIN bm25_postings p ON p.term_id = q.term_id CROSS JOIN stats
+    GROUP BY p.chunk_id
+    ORDER BY score DESC, p.chunk_id
+    LIMIT :depth
+), bm25_ranked AS (
+    SELECT bm25.*, row_number() OVER (ORDER BY score DESC, chunk_id) AS rnk FROM bm25
+)"""
+
+_DENSE_CTES = """
+dense AS (
+    SELECT c.id AS chunk_id, 1.0::float8 - (c.embedding <=> CAST(:embedding AS vector)) AS sim
+    FROM chunks c WHERE c.collection_id = :cid
+    ORDER BY c.embedding <=> CAST(:embedding AS vector)
+    LIMIT :depth
+), dense_ranked AS (
+    SELECT dense.*, row_number() OVER (ORDER BY sim DESC, chunk_id) AS rnk FROM dense
+)"""
+
+_HIT_COLUMNS = """
+SELECT f.*, c.document_id, c.text, d.external_id, d.title
+FROM fused f JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = c.document_id
+ORDER BY f.fused DESC, f.chunk_id
+LIMIT :k
+"""
+
+HYBRID_SQL = f"""
+WITH {_BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
+    SELECT coalesce(b.chunk_id, d.chunk_id) AS chunk_id,
+           b.score AS bm25_score, b.rnk AS bm25_rank, b.idf_share,
+           d.sim AS dense_similarity, d.rnk AS dense_rank,
+           coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
+             + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
+    FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
+){_HIT_COLUMNS}"""
+
+BM25_SQL = f"""
+WITH {_BM25_CTES.strip()}, fused AS (
+    SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
+           NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
+    FROM bm25_ranked
+){_HIT_COLUMNS}"""
+
+DENSE_SQL = f"""
+WITH {_DENSE_CTES.strip()}, fused AS (
+    SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
+           sim AS dense_similarity, rnk AS dense_rank, sim AS fused
+    FROM dense_ranked
+){_HIT_COLUMNS}"""
+
+_SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}

@@ -1,0 +1,73 @@
+"""The process's engine and transactions, with store failures mapped to WorkbenchErrors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
+
+from db import Settings, StoreUnavailableError, build_engine, describe_store, get_settings
+from services.errors import DatabaseUnavailableError
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _settings_key(settings: Settings) -> str:
+    url = settings.database_url.get_secret_value() if settings.database_url else ""
+    return f"{url}|{settings.workbench_data_dir}"
+
+
+def get_engine(settings: Settings | None = None) -> Engine:
+    """The engine for these settings, built (and migrated) once per process."""
+    settings = settings or get_settings()
+    key = _settings_key(settings)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            try:
+                engine = build_engine(settings)
+            except StoreUnavailableError as exc:
+                raise DatabaseUnavailableError(
+                    f"Database unavailable: {exc}. Check that PostgreSQL is running "
+                    "(or unset DATABASE_URL to use the embedded server) and try again."
+                ) from exc
+            _ENGINES[key] = engine
+        return engine
+
+
+@contextmanager
+def transaction(settings: Settings | None = None) -> Iterator[Session]:
+    """One unit of work: commits on success, rolls back on any error."""
+    settings = settings or get_settings()
+    engine = get_engine(settings)
+    session = Session(engine, expire_on_commit=False)
+    try:
+        yield session
+        session.commit()
+    except (OperationalError, DBAPIError) as exc:
+        session.rollback()
+        if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            where = describe_store(settings)
+            raise DatabaseUnavailableError(
+                f"Database unavailable ({where.kind}, {where.location}); nothing was saved "
+                "from this action. Try again when it is back."
+            ) from exc
+        raise
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def dispose_engines() -> None:
+    """Close pooled connections (tests, and before a forked worker uses the store)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()

@@ -1,0 +1,86 @@
+"""Shared fixtures: one real embedded PostgreSQL per test session, the real model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-halfdev"
+
+# A data dir outside root's home with traversable parents (pgserver runs postgres as
+# another user when tests run as root); set before any settings object is built.
+_DATA_DIR = Path(tempfile.mkdtemp(prefix="workbench-test-", dir="/tmp"))
+_DATA_DIR.chmod(0o755)
+os.environ["WORKBENCH_DATA_DIR"] = str(_DATA_DIR)
+os.environ.pop("DATABASE_URL", None)
+os.environ.pop("ANTHROPIC_API_KEY", None)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def settings():  # type: ignore[no-untyped-def]
+    from db import get_settings
+
+    get_settings.cache_clear()
+    return get_settings()
+
+
+@pytest.fixture(scope="session")
+def engine(settings):  # type: ignore[no-untyped-def]
+    from services.store import dispose_engines, get_engine
+
+    yield get_engine(settings)
+    dispose_engines()
+
+
+CORPUS_TABLES = ("collections", "documents", "chunks", "bm25_terms", "bm25_postings", "bm25_stats")
+_OTHER_TABLES_SQL = """
+SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'
+"""
+_CLEAR_DEFAULT_CORPUS = (
+    "DELETE FROM collections WHERE name NOT IN ('default', 'squad')",  # cascades to their rows
+    "DELETE FROM documents WHERE collection_id = (SELECT id FROM collections WHERE name = 'default')",
+    "DELETE FROM bm25_terms WHERE collection_id = (SELECT id FROM collections WHERE name = 'default')",
+    "DELETE FROM bm25_stats WHERE collection_id = (SELECT id FROM collections WHERE name = 'default')",
+)
+
+
+@pytest.fixture()
+def clean_db(engine) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Empty the store before the test, except the session's SQuAD collection."""
+    with engine.begin() as conn:
+        for statement in _CLEAR_DEFAULT_CORPUS:
+            conn.execute(text(statement))
+        others = [r[0] for r in conn.execute(text(_OTHER_TABLES_SQL)) if r[0] not in CORPUS_TABLES]
+        if others:
+            conn.execute(text(f"TRUNCATE {', '.join(others)} RESTART IDENTITY CASCADE"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def squad_dir() -> Path:
+    if not (SHARED_DATA / "corpus.jsonl").exists():
+        pytest.skip(f"shared dataset not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped-def]
+    """The SQuAD half-dev corpus ingested once per session into its own collection."""
+    from services.ingest import ingest_paths
+
+    ingest_paths([squad_dir / "corpus.jsonl"], collection="squad")
+    return "squad"
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    from services.store import dispose_engines
+
+    dispose_engines()
+    shutil.rmtree(_DATA_DIR, ignore_errors=True)
