@@ -67,7 +67,7 @@ def chunk_text(
     whole = "\n".join(blocks)
     # pysbd is the slow step (~2 ms per paragraph); a text that fits in one chunk gives the
     # same single chunk without it. Cheap gate first: every word is at least one token.
-    if len(whole.split()) <= max_tokens and (tokens := count_tokens(whole)) <= max_tokens:
+    if True and (tokens := count_tokens(whole)) <= max_tokens:
         return [Chunk(0, whole, tokens)]
     return _pack(_units(blocks, count_tokens, max_tokens), max_tokens, overlap)
 

@@ -16,8 +16,8 @@ How each raw metric becomes a component in [0, 1], and why:
 * top_score   = max r                         (already in [0, 1])
 * score_gap   = r(1) - r(2), divided by GAP_SCALE and clipped (one hit: gap = r(1))
 * consensus   = count(r >= consensus threshold) / CONSENSUS_TARGET, clipped
-* bm25_dense_agreement = average overlap of the two legs' rankings over the hits:
-  mean over d of |{bm25 rank <= d} & {dense rank <= d}| / d. A leg that ran but found
+* bm25_dense_agreement = share of the n hits that *both* legs ranked within their own
+  top n (keyword and semantic search found the same evidence). A leg that ran but found
   nothing gives 0; a single-leg mode has no second opinion and gets a neutral 0.5.
 * low_spread  = 1 - std(r) / SPREAD_SCALE, clipped (one hit: 1)
 * graph_support = share of the query's entities (codes, parameters, names) that the top
@@ -68,7 +68,7 @@ INTERPRETATIONS = {
 
 DENSE_FLOOR = 0.20  # seed 001's similarity floor: below it MiniLM matches are noise
 DENSE_CEIL = 0.70  # relevant MiniLM question-passage pairs mostly lie above this
-GAP_SCALE = 0.20
+GAP_SCALE = 0.10
 SPREAD_SCALE = 0.30
 CONSENSUS_THRESHOLD = 0.75
 CONSENSUS_TARGET = 3
@@ -287,13 +287,9 @@ def _leg_agreement(hits: Sequence[Hit], mode: str) -> float:
     dense = [h.dense_rank for h in hits]
     if all(r is None for r in bm25) or all(r is None for r in dense):
         return 0.0  # one leg found nothing the fusion kept: the legs disagree completely
-    depth = len(hits)
-    overlaps = []
-    for d in range(1, depth + 1):
-        top_b = {i for i, r in enumerate(bm25) if r is not None and r <= d}
-        top_d = {i for i, r in enumerate(dense) if r is not None and r <= d}
-        overlaps.append(len(top_b & top_d) / d)
-    return float(np.mean(overlaps))
+    n = len(hits)
+    both = sum(1 for b, d in zip(bm25, dense) if b is not None and d is not None and b <= n and d <= n)
+    return both / n
 
 
 def _reranker_impact(hits: Sequence[Hit]) -> float | None:

@@ -1,0 +1,337 @@
+"""Shared plumbing for bench scripts: a throwaway store, the SQuAD sample, timing, reporting.
+
+Bench scripts print progress to stderr and, as their last stdout line, one JSON object.
+They may read the shared SQuAD data; the repository never contains its text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SQUAD_DIR = Path(os.environ.get("BENCH_SQUAD_DIR", "/work/shared/data/squad2-halfdev"))
+
+_STARTED = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, stamped with seconds since the script started."""
+    print(f"[{time.perf_counter() - _STARTED:8.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def phase(name: str, timings: dict[str, float] | None = None) -> Iterator[None]:
+    """Log the start and duration of a phase; record its seconds in `timings` if given."""
+    log(f"{name} ...")
+    started = time.perf_counter()
+    yield
+    seconds = time.perf_counter() - started
+    if timings is not None:
+        timings[name] = round(seconds, 2)
+    log(f"{name}: {seconds:.1f} s")
+
+
+def emit(result: dict[str, Any]) -> None:
+    """The machine-readable result: one JSON object, the last line on stdout."""
+    sys.stdout.flush()
+    print(json.dumps(result, sort_keys=False), flush=True)
+
+
+# --- the store ---------------------------------------------------------------------------
+
+def make_data_dir(requested: Path | None) -> tuple[Path, bool]:
+    """The embedded server's data dir and whether this run created it.
+
+    A fresh dir under /tmp by default: pgserver runs postgres as another user when we are
+    root and must traverse every parent, hence 0755 and never root's home.
+    """
+    if requested is not None:
+        existed = requested.exists()
+        requested.mkdir(parents=True, exist_ok=True)
+        return requested.resolve(), not existed
+    created = Path(tempfile.mkdtemp(prefix="workbench-bench-", dir="/tmp"))
+    created.chmod(0o755)
+    return created, True
+
+
+def bench_settings(data_dir: Path):  # type: ignore[no-untyped-def]
+    """Settings for a bench run: DATABASE_URL from the environment wins, else the data dir."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from db import Settings
+
+    return Settings(workbench_data_dir=data_dir)
+
+
+def describe(settings) -> str:  # type: ignore[no-untyped-def]
+    from db import describe_store
+
+    info = describe_store(settings)
+    return f"{info.kind} {info.location}"
+
+
+def shutdown_store(settings, data_dir: Path, *, remove: bool) -> None:  # type: ignore[no-untyped-def]
+    """Close our connections; stop the embedded server and delete its data dir if asked."""
+    from services.store import dispose_engines
+
+    dispose_engines()
+    if not settings.embedded or not remove:
+        return
+    import pgserver
+
+    pgdata = (data_dir / "pgdata").resolve()
+    server = pgserver.PostgresServer._instances.get(pgdata)
+    if server is not None:
+        server.cleanup()  # cleanup_mode="stop": stops postgres if we are its last user
+    shutil.rmtree(data_dir, ignore_errors=True)
+    log(f"removed {data_dir}")
+
+
+# --- data --------------------------------------------------------------------------------
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def squad_paragraphs() -> list[dict[str, Any]]:
+    """The SQuAD 2.0 half-dev paragraphs: {_id, title, text, ...} in file order."""
+    path = SQUAD_DIR / "corpus.jsonl"
+    if not path.exists():
+        raise SystemExit(f"benchmark data not found: {path} (set BENCH_SQUAD_DIR)")
+    return read_jsonl(path)
+
+
+def squad_questions() -> list[dict[str, Any]]:
+    """The SQuAD 2.0 half-dev questions: {_id, text, metadata} in file order."""
+    return read_jsonl(SQUAD_DIR / "queries.jsonl")
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def rounded(value: float, digits: int = 3) -> float:
+    return round(float(value), digits)
+
+
+def machine() -> str:
+    """CPU model, cores and memory, for reading numbers from different machines side by side."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        import psutil
+
+        memory = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
+    except ImportError:
+        pass
+    system = f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return f"{cpu}, {os.cpu_count()} cores{memory}, {system}"
+
+
+def today() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- a large corpus from a small one -----------------------------------------------------
+
+CHUNK_MAX_WORDS = 150  # about the 200 model tokens real chunks are packed to
+
+
+def derive_chunks(paragraphs: list[dict[str, Any]], n: int, *, seed: int) -> list[tuple[str, str]]:
+    """`n` distinct (title, chunk text) pairs recombined from the paragraphs' sentences,
+    grouped by title.
+
+    Each chunk is a run of 2-5 consecutive sentences of one article, plus (usually) a run
+    of 0-3 sentences from elsewhere in the same article, cut to CHUNK_MAX_WORDS words:
+    vocabulary, term co-occurrence and the title travelling with each chunk stay those of
+    the source articles, so document frequencies and lengths look like a real corpus.
+    Deterministic for a given seed.
+    """
+    import random
+
+    from services.chunking import split_sentences
+
+    articles: dict[str, list[str]] = {}
+    for paragraph in paragraphs:
+        articles.setdefault(paragraph["title"], []).extend(split_sentences(paragraph["text"]))
+    titles = sorted(articles)
+    cumulative: list[int] = []
+    for title in titles:
+        cumulative.append((cumulative[-1] if cumulative else 0) + len(articles[title]))
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    chunks: list[tuple[str, str]] = []
+    attempts = 0
+    while len(chunks) < n:
+        attempts += 1
+        if attempts > 50 * n + 1000:
+            raise SystemExit(f"could not derive {n:,} distinct chunks from {len(paragraphs)} paragraphs")
+        title = rng.choices(titles, cum_weights=cumulative)[0]
+        sentences = articles[title]
+        start = rng.randrange(len(sentences))
+        picked = sentences[start:start + rng.randint(2, 5)]
+        extra = rng.randint(0, 3)
+        if extra:
+            other = rng.randrange(len(sentences))
+            picked += [s for s in sentences[other:other + extra] if s not in picked]
+        words, kept = 0, []
+        for sentence in picked:
+            words += len(sentence.split())
+            if kept and words > CHUNK_MAX_WORDS:
+                break
+            kept.append(sentence)
+        body = " ".join(kept)
+        if body not in seen:
+            seen.add(body)
+            chunks.append((title, body))
+    chunks.sort(key=lambda pair: pair[0])  # grouped by article, generation order within it
+    return chunks
+
+
+def standin_vectors(
+    chunk_texts: list[str], query_texts: list[str], *, dim: int, seed: int
+) -> tuple[Any, Any]:
+    """Unit-length `dim`-d vectors from TF-IDF + truncated SVD (LSA), fitted on the chunks.
+
+    A stand-in for the sentence model when embedding the whole corpus would take an hour:
+    same dimension and norm, text-derived neighbourhoods, so the HNSW index and the SQL do
+    the same work. Queries whose words are all unseen get a zero vector.
+    """
+    import numpy as np
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
+    vectorizer = TfidfVectorizer(sublinear_tf=True, min_df=2, dtype=np.float32)
+    matrix = vectorizer.fit_transform(chunk_texts)
+    svd = TruncatedSVD(n_components=dim, random_state=seed)
+    chunk_vectors = normalize(svd.fit_transform(matrix)).astype(np.float32)
+    query_vectors = normalize(svd.transform(vectorizer.transform(query_texts))).astype(np.float32)
+    return chunk_vectors, query_vectors
+
+
+# --- loading a corpus fast -----------------------------------------------------------------
+
+CHUNKS_PER_DOCUMENT = 8
+POSTINGS_BATCH_CHUNKS = 5_000
+
+_RESERVE_IDS = "SELECT nextval(pg_get_serial_sequence(:table, 'id')) FROM generate_series(1, :n)"
+_COPY_DOCUMENTS = (
+    "COPY documents (id, collection_id, external_id, title, source, content_hash, metadata) FROM STDIN"
+)
+_COPY_CHUNKS = (
+    "COPY chunks (id, document_id, collection_id, ordinal, text, token_count, embedding) "
+    "FROM STDIN WITH (FORMAT BINARY)"
+)
+# The same definition as db/migrations/versions/0001_store.py (pgvector defaults m=16,
+# ef_construction=64): building it once after the load is far faster than row by row.
+HNSW_INDEX = "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
+CORPUS_TABLES = ("collections", "documents", "chunks", "bm25_terms", "bm25_postings", "bm25_stats")
+
+
+def reset_collection(session, name: str) -> int:  # type: ignore[no-untyped-def]
+    """A new, empty collection called `name` (an old one and all its rows are deleted)."""
+    from sqlalchemy import text
+
+    session.execute(text("DELETE FROM collections WHERE name = :name"), {"name": name})
+    return int(session.execute(text("INSERT INTO collections (name) VALUES (:name) RETURNING id"),
+                               {"name": name}).scalar_one())
+
+
+def bulk_load(  # type: ignore[no-untyped-def]
+    settings, *, collection: str, chunks: list[tuple[str, str]], vectors, token_counts: list[int],
+    timings: dict[str, float],
+) -> list[int]:
+    """Load a corpus the way ingest would leave it, in one transaction; return the chunk ids.
+
+    `chunks` are (title, text) pairs grouped by title; consecutive chunks of one title are
+    packed into documents of CHUNKS_PER_DOCUMENT. Documents and chunks go in by COPY,
+    postings, terms and stats through services.ingest's own indexing statements. The HNSW
+    index is dropped for the load and rebuilt after it; then VACUUM ANALYZE, so index-only
+    scans and plans see a settled table (what autovacuum would get to eventually).
+    """
+    import hashlib
+
+    from sqlalchemy import text
+
+    from services.ingest import _index_chunks, indexed_text, lock_collection
+    from services.store import get_engine, transaction
+
+    documents: list[tuple[str, list[int]]] = []  # (title, chunk indexes)
+    for index, (title, _body) in enumerate(chunks):
+        if not documents or documents[-1][0] != title or len(documents[-1][1]) == CHUNKS_PER_DOCUMENT:
+            documents.append((title, []))
+        documents[-1][1].append(index)
+
+    with transaction(settings) as session:
+        with phase("load: documents and chunks (COPY)", timings):
+            session.execute(text("DROP INDEX IF EXISTS chunks_embedding_hnsw"))
+            collection_id = reset_collection(session, collection)
+            lock_collection(session, collection_id)
+            reserve = text(_RESERVE_IDS)
+            document_ids = session.execute(reserve, {"table": "documents", "n": len(documents)}).scalars().all()
+            chunk_ids = session.execute(reserve, {"table": "chunks", "n": len(chunks)}).scalars().all()
+            raw = session.connection().connection.driver_connection
+            with raw.cursor() as cursor:
+                with cursor.copy(_COPY_DOCUMENTS) as copy:
+                    for document_id, (title, members) in zip(document_ids, documents, strict=True):
+                        body = "\n".join(chunks[i][1] for i in members)
+                        digest = hashlib.sha256(f"{title}\x00{body}".encode()).hexdigest()
+                        copy.write_row((document_id, collection_id, f"{collection}-{document_id}", title,
+                                        "bench", digest, "{}"))
+                with cursor.copy(_COPY_CHUNKS) as copy:
+                    copy.set_types(["int8", "int4", "int4", "int4", "text", "int4", "vector"])
+                    for document_id, (_title, members) in zip(document_ids, documents, strict=True):
+                        for ordinal, i in enumerate(members):
+                            copy.write_row((chunk_ids[i], document_id, collection_id, ordinal, chunks[i][1],
+                                            token_counts[i], vectors[i]))
+        with phase("load: BM25 postings, terms, stats (services.ingest._index_chunks)", timings):
+            for start in range(0, len(chunks), POSTINGS_BATCH_CHUNKS):
+                stop = min(start + POSTINGS_BATCH_CHUNKS, len(chunks))
+                _index_chunks(session, collection_id, chunk_ids[start:stop],
+                              [indexed_text(title, body) for title, body in chunks[start:stop]])
+                log(f"  postings for {stop:,}/{len(chunks):,} chunks")
+        with phase("load: commit", timings):
+            session.commit()
+
+    engine = get_engine(settings)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with phase("load: HNSW index build", timings):
+            workers = str(max(1, (os.cpu_count() or 2) - 1))  # the leader builds too
+            conn.execute(text("SELECT set_config('maintenance_work_mem', '2GB', false)"))
+            conn.execute(text("SELECT set_config('max_parallel_maintenance_workers', :n, false)"), {"n": workers})
+            conn.execute(text(HNSW_INDEX))
+        with phase("load: VACUUM ANALYZE", timings):
+            conn.execute(text(f"VACUUM (ANALYZE) {', '.join(CORPUS_TABLES)}"))
+    return list(chunk_ids)

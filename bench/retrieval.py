@@ -1,0 +1,390 @@
+"""Retrieval benchmark: hybrid/BM25/dense latency at N chunks, BM25 against rank-bm25,
+the cost of a confidence breakdown, and how close ingest runs to the bare embedding rate.
+
+    python bench/retrieval.py --chunks 5000          # quick (a few minutes)
+    python bench/retrieval.py                        # 100,000 chunks (15-30 minutes)
+
+Progress goes to stderr; the last stdout line is one JSON object. The corpus is derived
+from the shared SQuAD 2.0 half-dev paragraphs (see bench/_common.derive_chunks); at
+this size the dense vectors are a TF-IDF + SVD stand-in (the JSON says so), the
+ingest ratio uses the real model on real paragraphs. By default the store is a fresh
+embedded server in a new /tmp dir, deleted at the end (--keep keeps it); with
+DATABASE_URL set the bench writes its own collections there, drops and rebuilds the
+shared HNSW index, and deletes its collections at the end unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import (  # noqa: E402
+    bench_settings,
+    bulk_load,
+    derive_chunks,
+    describe,
+    emit,
+    log,
+    machine,
+    make_data_dir,
+    median,
+    percentile,
+    phase,
+    reset_collection,
+    rounded,
+    shutdown_store,
+    squad_paragraphs,
+    squad_questions,
+    standin_vectors,
+    today,
+)
+
+COLLECTION = "bench"
+INGEST_COLLECTION = "bench_ingest"
+SEED = 20240601
+WARMUP_QUERIES = 10
+TARGETS = {"hybrid_p50_ms": 15.0, "bm25_speedup_vs_rank_bm25": 15.0, "confidence_ms": 0.2, "ingest_ratio": 0.85}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    wall = time.perf_counter()
+    data_dir, created = make_data_dir(args.data_dir)
+    settings = bench_settings(data_dir)
+    log(f"store: {describe(settings)}; {args.chunks:,} chunks, {args.queries} queries")
+    timings: dict[str, float] = {}
+    result: dict[str, Any] = {}
+    try:
+        result = run(args, settings, timings)
+    finally:
+        if not settings.embedded and not args.keep:
+            _drop_bench_collections(settings)
+        shutdown_store(settings, data_dir, remove=created and not args.keep)
+    result["wall_s"] = round(time.perf_counter() - wall, 1)
+    result["phase_s"] = timings
+    emit(result)
+    return 0
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=100_000, help="corpus size in chunks (default 100000)")
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per mode (default 200)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="embedded server data dir (default: a fresh dir under /tmp); ignored with DATABASE_URL")
+    parser.add_argument("--ingest-docs", type=int, default=300, help="SQuAD paragraphs for the ingest ratio")
+    parser.add_argument("--confidence-reps", type=int, default=200, help="repetitions per query for confidence_ms")
+    parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE even when targets are met")
+    parser.add_argument("--keep", action="store_true", help="keep the data dir (or the bench collections)")
+    args = parser.parse_args(argv)
+    if args.chunks < 1000 or args.queries < 1:
+        parser.error("--chunks must be at least 1000 and --queries at least 1")
+    return args
+
+
+def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    from services import embedding
+    from services.ingest import indexed_text
+    from services.store import get_engine
+
+    with phase("start store and migrate", timings):
+        get_engine(settings)
+    with phase("load model (token counts, ingest ratio)", timings):
+        model = embedding.load_model(settings.embedding_model)
+    paragraphs = squad_paragraphs()
+    with phase(f"derive {args.chunks:,} chunks from {len(paragraphs)} paragraphs", timings):
+        chunks = derive_chunks(paragraphs, args.chunks, seed=SEED)
+        texts = [indexed_text(title, body) for title, body in chunks]
+        encoded = model.tokenizer([body for _, body in chunks], add_special_tokens=False)["input_ids"]
+        token_counts = [len(ids) for ids in encoded]
+    log(f"  mean chunk: {np.mean([len(b.split()) for _, b in chunks]):.0f} words, {np.mean(token_counts):.0f} tokens")
+    queries = _sample_queries(args.queries + WARMUP_QUERIES)
+    with phase("stand-in vectors: TF-IDF + SVD(384) + L2", timings):
+        chunk_vectors, query_vectors = standin_vectors(texts, queries, dim=settings.embedding_dim, seed=SEED)
+    usable = np.linalg.norm(query_vectors, axis=1) > 0
+    queries = [q for q, ok in zip(queries, usable, strict=True) if ok][: args.queries + WARMUP_QUERIES]
+    query_vectors = query_vectors[usable][: len(queries)]
+    log(f"  {int((~usable).sum())} sampled queries dropped (no known word, zero vector)")
+    chunk_ids = bulk_load(settings, collection=COLLECTION, chunks=chunks, vectors=chunk_vectors,
+                          token_counts=token_counts, timings=timings)
+    del chunk_vectors
+    store = _store_facts(settings)
+    log(f"  store: {store}")
+
+    warm, timed = slice(0, WARMUP_QUERIES), slice(WARMUP_QUERIES, None)
+    latencies: dict[str, list[float]] = {}
+    results: dict[str, list[Any]] = {}
+    gc.collect()
+    gc.freeze()  # keep collector passes over the big corpus lists out of the timings
+    for mode in ("hybrid", "bm25", "dense"):
+        with phase(f"time {mode} search x {len(queries[timed])}", timings):
+            _time_mode(settings, mode, queries[warm], query_vectors[warm])
+            latencies[mode], results[mode] = _time_mode(settings, mode, queries[timed], query_vectors[timed])
+        log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms")
+    gc.unfreeze()
+
+    hybrid_p50 = median(latencies["hybrid"])
+    if args.explain or hybrid_p50 > TARGETS["hybrid_p50_ms"]:
+        with phase("EXPLAIN (ANALYZE, BUFFERS) of the median hybrid query", timings):
+            _explain(settings, queries[timed], query_vectors[timed], latencies["hybrid"])
+
+    with phase("rank-bm25 reference (build + time)", timings):
+        reference = _compare_rank_bm25(settings, texts, chunk_ids, queries[timed], results["bm25"])
+    with phase("confidence scoring", timings):
+        confidence_ms = _time_confidence(results["hybrid"], args.confidence_reps)
+    with phase(f"ingest ratio ({args.ingest_docs} SQuAD paragraphs, real model)", timings):
+        ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs])
+
+    bm25_p50 = median(latencies["bm25"])
+    out: dict[str, Any] = {
+        "n_chunks": args.chunks,
+        "hybrid_p50_ms": rounded(hybrid_p50, 2),
+        "hybrid_p95_ms": rounded(percentile(latencies["hybrid"], 95), 2),
+        "bm25_speedup_vs_rank_bm25": rounded(reference["rank_bm25_p50_ms"] / bm25_p50, 1),
+        "bm25_top10_agreement": rounded(reference["agreement"], 4),
+        "confidence_ms": rounded(confidence_ms, 4),
+        "ingest_ratio": rounded(ingest["ratio"], 3),
+        "bm25_p50_ms": rounded(bm25_p50, 2),
+        "bm25_p95_ms": rounded(percentile(latencies["bm25"], 95), 2),
+        "dense_p50_ms": rounded(median(latencies["dense"]), 2),
+        "dense_p95_ms": rounded(percentile(latencies["dense"], 95), 2),
+        "rank_bm25_p50_ms": rounded(reference["rank_bm25_p50_ms"], 1),
+        "bm25_max_abs_score_diff": reference["max_abs_diff"],
+        "n_queries": len(latencies["hybrid"]),
+        "dense_vectors": f"stand-in TF-IDF+SVD {settings.embedding_dim}-d (not {settings.embedding_model})",
+        "ingest": ingest["detail"],
+        "store": store,
+        "timing": "wall time of search_in_session per query in one read session, query vector precomputed; "
+                  f"{WARMUP_QUERIES} other queries warm up each mode",
+        "machine": machine(),
+        "date": today(),
+    }
+    out["targets_met"] = {
+        "hybrid_p50_ms": out["hybrid_p50_ms"] <= TARGETS["hybrid_p50_ms"],
+        "bm25_speedup_vs_rank_bm25": out["bm25_speedup_vs_rank_bm25"] >= TARGETS["bm25_speedup_vs_rank_bm25"],
+        "confidence_ms": out["confidence_ms"] <= TARGETS["confidence_ms"],
+        "ingest_ratio": out["ingest_ratio"] >= TARGETS["ingest_ratio"],
+    }
+    return out
+
+
+def _sample_queries(n: int) -> list[str]:
+    """A seeded sample of SQuAD questions (answerable and not), with spares for zero vectors."""
+    questions = [q["text"] for q in squad_questions()]
+    return random.Random(SEED).sample(questions, min(len(questions), n + 20))[: n + 20]
+
+
+def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  # type: ignore[no-untyped-def]
+    from services.retrieval import default_params, search_in_session
+    from services.store import transaction
+
+    params = default_params(settings, mode=mode, k=10, collection=COLLECTION)
+    latencies, results = [], []
+    with transaction(settings) as session:
+        for query, vector in zip(queries, vectors, strict=True):
+            started = time.perf_counter()
+            result = search_in_session(query, params, session=session, settings=settings, query_vector=vector)
+            latencies.append((time.perf_counter() - started) * 1000)
+            results.append(result)
+    return latencies, results
+
+
+def _store_facts(settings) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with transaction(settings) as session:
+        row = session.execute(text(_STORE_FACTS), {"name": COLLECTION}).mappings().one()
+        return dict(row)
+
+
+_STORE_FACTS = """
+SELECT current_setting('server_version') AS postgres,
+       (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
+       current_setting('shared_buffers') AS shared_buffers,
+       current_setting('work_mem') AS work_mem,
+       (SELECT count(*) FROM bm25_postings) AS postings,
+       (SELECT count(*) FROM bm25_terms t JOIN collections c ON c.id = t.collection_id
+        WHERE c.name = :name) AS terms,
+       pg_size_pretty(pg_total_relation_size('bm25_postings')) AS postings_size,
+       pg_size_pretty(pg_total_relation_size('chunks')) AS chunks_size,
+       pg_size_pretty(pg_relation_size('chunks_embedding_hnsw')) AS hnsw_size
+"""
+
+
+def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[float]) -> None:  # type: ignore[no-untyped-def]
+    """Print EXPLAIN (ANALYZE, BUFFERS) of each mode's SQL for the median-latency hybrid query."""
+    from sqlalchemy import text
+
+    from services.retrieval import _SQL_BY_MODE, clean_query, default_params
+    from services.store import transaction
+    from services.text import tokenize
+
+    pick = int(np.argsort(latencies)[len(latencies) // 2])
+    query = clean_query(queries[pick], max_chars=settings.max_query_chars)
+    params = default_params(settings, k=10, collection=COLLECTION)
+    with transaction(settings) as session:
+        values = {
+            "cid": session.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": COLLECTION}).scalar(),
+            "k": params.k, "depth": params.leg_depth, "k1": float(params.k1), "b": float(params.b),
+            "rrf_k": float(params.rrf_k), "w_bm25": 1.0, "w_dense": 1.0,
+            "terms": tokenize(query), "embedding": vectors[pick],
+        }
+        log(f"  query: {query!r} -> terms {values['terms']}")
+        for mode in ("hybrid", "bm25", "dense"):
+            plan = session.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + _SQL_BY_MODE[mode]), values).scalars().all()
+            print(f"--- {mode} ---\n" + "\n".join(plan), file=sys.stderr, flush=True)
+
+
+class _LuceneBM25:
+    """rank_bm25.BM25Okapi with Lucene's idf, the formula our SQL computes."""
+
+    @staticmethod
+    def build(tokenized: list[list[str]], *, k1: float, b: float):  # type: ignore[no-untyped-def]
+        from rank_bm25 import BM25Okapi
+
+        class LuceneBM25Okapi(BM25Okapi):  # type: ignore[misc]
+            def _calc_idf(self, nd):  # type: ignore[no-untyped-def]
+                for word, freq in nd.items():
+                    self.idf[word] = math.log(1.0 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+        return LuceneBM25Okapi(tokenized, k1=k1, b=b)
+
+
+def _compare_rank_bm25(settings, texts: list[str], chunk_ids: list[int], queries: list[str],  # type: ignore[no-untyped-def]
+                       ours: list[Any]) -> dict[str, Any]:
+    """Time rank-bm25's get_scores + top-10 per query; compare its top 10 with ours."""
+    from services.text import tokenize
+
+    tokenized = [tokenize(t) for t in texts]
+    reference = _LuceneBM25.build(tokenized, k1=settings.bm25_k1, b=settings.bm25_b)
+    del tokenized
+    log(f"  rank-bm25 index built over {reference.corpus_size:,} chunks")
+    index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
+    times, agreements, max_diff = [], [], 0.0
+    for query, result in zip(queries, ours, strict=True):
+        terms = tokenize(query)
+        started = time.perf_counter()
+        scores = reference.get_scores(terms)
+        top = np.argsort(-scores, kind="stable")[:10]  # ties broken by chunk id, as in our SQL
+        times.append((time.perf_counter() - started) * 1000)
+        reference_top = {chunk_ids[i] for i in top if scores[i] > 0}
+        our_top = {hit.chunk_id for hit in result.hits}
+        agreements.append(len(reference_top & our_top) / max(len(reference_top), len(our_top), 1))
+        for hit in result.hits:
+            max_diff = max(max_diff, abs(hit.bm25_score - scores[index_of[hit.chunk_id]]))
+    log(f"  rank-bm25 p50 {median(times):.1f} ms; top-10 agreement {np.mean(agreements):.4f}; "
+        f"max |score diff| {max_diff:.2e}")
+    return {"rank_bm25_p50_ms": median(times), "agreement": float(np.mean(agreements)), "max_abs_diff": max_diff}
+
+
+def _time_confidence(results: list[Any], reps: int) -> float:
+    """Median over queries of the mean time of one score_retrieval call, in ms."""
+    from services.confidence import score_retrieval
+
+    for result in results[:5]:
+        score_retrieval(result)
+    per_query = []
+    for result in results:
+        started = time.perf_counter()
+        for _ in range(reps):
+            score_retrieval(result)
+        per_query.append((time.perf_counter() - started) * 1000 / reps)
+    log(f"  score_retrieval: median {median(per_query):.4f} ms, p95 {percentile(per_query, 95):.4f} ms")
+    return median(per_query)
+
+
+def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Ingest throughput / bare encode throughput on the very chunk texts ingest produced."""
+    from sqlalchemy import text
+
+    from services import embedding
+    from services.chunking import chunk_text
+    from services.extract import SourceDocument
+    from services.ingest import BATCH_DOCUMENTS, indexed_text, ingest_documents
+    from services.store import transaction
+
+    docs = [SourceDocument(p["_id"], p["title"], p["text"], "squad2-halfdev/corpus.jsonl") for p in paragraphs]
+    model_name, batch_size = settings.embedding_model, settings.embedding_batch_size
+    # Warm up everything ingest touches: model, tokenizer, sentence splitter, DB pool.
+    count_tokens = embedding.token_counter(model_name)
+    embedding.encode(model_name, [indexed_text(d.title, d.text) for d in docs[:64]], batch_size=batch_size)
+    with transaction(settings) as session:
+        reset_collection(session, INGEST_COLLECTION)
+
+    started = time.perf_counter()
+    summary = ingest_documents(docs, collection=INGEST_COLLECTION, settings=settings)
+    ingest_s = time.perf_counter() - started
+    with transaction(settings) as session:
+        rows = session.execute(text(_INGESTED_TEXTS), {"name": INGEST_COLLECTION}).all()
+    chunk_texts = [indexed_text(title, body) for _, title, body in rows]
+    assert len(chunk_texts) == summary.chunks_added, (len(chunk_texts), summary.chunks_added)
+
+    encode_runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        embedding.encode(model_name, chunk_texts, batch_size=batch_size)
+        encode_runs.append(time.perf_counter() - started)
+    encode_s = median(encode_runs)
+
+    # Where the difference goes: chunking alone, and encoding in ingest's per-batch calls.
+    started = time.perf_counter()
+    for doc in docs:
+        chunk_text(doc.text, count_tokens=count_tokens, max_tokens=settings.chunk_tokens,
+                   overlap_tokens=settings.chunk_overlap_tokens)
+    chunking_s = time.perf_counter() - started
+    by_document: dict[str, list[str]] = {}
+    for external_id, title, body in rows:
+        by_document.setdefault(external_id, []).append(indexed_text(title, body))
+    started = time.perf_counter()
+    for start in range(0, len(docs), BATCH_DOCUMENTS):
+        batch = [t for d in docs[start:start + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
+        embedding.encode(model_name, batch, batch_size=batch_size)
+    batched_s = time.perf_counter() - started
+
+    n = len(chunk_texts)
+    ratio = (n / ingest_s) / (n / encode_s)
+    log(f"  {len(docs)} docs -> {n} chunks: ingest {ingest_s:.2f} s ({n / ingest_s:.1f}/s), bare encode "
+        f"{encode_s:.2f} s ({n / encode_s:.1f}/s), ratio {ratio:.3f}; chunking {chunking_s:.2f} s, "
+        f"encode in ingest-sized batches {batched_s:.2f} s")
+    return {"ratio": ratio, "detail": {
+        "documents": len(docs), "chunks": n, "ingest_s": round(ingest_s, 2),
+        "ingest_chunks_per_s": round(n / ingest_s, 1), "encode_s": round(encode_s, 2),
+        "encode_chunks_per_s": round(n / encode_s, 1), "encode_runs_s": [round(s, 2) for s in encode_runs],
+        "chunking_s": round(chunking_s, 2), "encode_in_ingest_batches_s": round(batched_s, 2),
+        "store_chunks_before": "after the bench corpus load (HNSW index populated)",
+    }}
+
+
+_INGESTED_TEXTS = """
+SELECT d.external_id, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.document_id
+JOIN collections k ON k.id = c.collection_id
+WHERE k.name = :name ORDER BY d.id, c.ordinal
+"""
+
+
+def _drop_bench_collections(settings) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with phase("drop the bench collections"):
+        with transaction(settings) as session:
+            session.execute(text("DELETE FROM collections WHERE name IN (:a, :b)"),
+                            {"a": COLLECTION, "b": INGEST_COLLECTION})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
