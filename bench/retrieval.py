@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
 import random
 import sys
 import time
@@ -125,6 +126,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     warm, timed = slice(0, WARMUP_QUERIES), slice(WARMUP_QUERIES, None)
     latencies: dict[str, list[float]] = {}
     results: dict[str, list[Any]] = {}
+    load_before = os.getloadavg()[0]
     gc.collect()
     gc.freeze()  # keep collector passes over the big corpus lists out of the timings
     for mode in ("hybrid", "bm25", "dense"):
@@ -133,6 +135,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
             latencies[mode], results[mode] = _time_mode(settings, mode, queries[timed], query_vectors[timed])
         log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms")
     gc.unfreeze()
+    load_after = os.getloadavg()[0]
 
     hybrid_p50 = median(latencies["hybrid"])
     if args.explain or hybrid_p50 > TARGETS["hybrid_p50_ms"]:
@@ -167,6 +170,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "store": store,
         "timing": "wall time of search_in_session per query in one read session, query vector precomputed; "
                   f"{WARMUP_QUERIES} other queries warm up each mode",
+        "load_avg_1m_during_timing": [round(load_before, 2), round(load_after, 2)],
         "machine": machine(),
         "date": today(),
     }

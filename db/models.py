@@ -8,6 +8,8 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    Float,
     DateTime,
     ForeignKey,
     Index,
@@ -18,7 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The vector column's dimension follows the embedding model; migrations create it with
@@ -107,3 +109,128 @@ class Bm25Stats(Base):
     )
     n_chunks: Mapped[int] = mapped_column(BigInteger, default=0)
     total_dl: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class WeightsProfileRow(Base):
+    __tablename__ = "weights_profiles"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    weights: Mapped[dict[str, float]] = mapped_column(JSONB)
+    high: Mapped[float] = mapped_column(Float)
+    medium: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    active: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Run(Base):
+    """One answered question: its final state and everything needed to re-score it."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    preset: Mapped[str] = mapped_column(Text)
+    collection: Mapped[str] = mapped_column(Text, default="default")
+    source: Mapped[str] = mapped_column(Text, default="ask")
+    backend: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    final_answer: Mapped[str] = mapped_column(Text, default="")
+    citations: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+    final_confidence: Mapped[float] = mapped_column(Float)
+    final_level: Mapped[str] = mapped_column(Text)
+    retrieval_confidence: Mapped[float] = mapped_column(Float)
+    components: Mapped[list[float]] = mapped_column(ARRAY(Float))
+    reflection_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    grade: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    crag_verdict: Mapped[str | None] = mapped_column(Text, nullable=True)
+    signals: Mapped[dict[str, float]] = mapped_column(JSONB, default=dict)
+    route: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    best_iteration: Mapped[int] = mapped_column(Integer, default=0)
+    iterations_count: Mapped[int] = mapped_column(Integer, default=0)
+    weights_profile_id: Mapped[int | None] = mapped_column(ForeignKey("weights_profiles.id"), nullable=True)
+    weights_profile: Mapped[str] = mapped_column(Text)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    outcome_note: Mapped[str] = mapped_column(Text, default="")
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RunIteration(Base):
+    __tablename__ = "run_iterations"
+    __table_args__ = (UniqueConstraint("run_id", "ordinal"),)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    query_used: Mapped[str] = mapped_column(Text)
+    sub_queries: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    retrieval: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    components: Mapped[list[float]] = mapped_column(ARRAY(Float))
+    raw_metrics: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    retrieval_confidence: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    level: Mapped[str] = mapped_column(Text)
+    crag: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    answer: Mapped[str] = mapped_column(Text, default="")
+    citations: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+    reflection: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    grade: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    gaps: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    decision: Mapped[str] = mapped_column(Text)
+    decision_reason: Mapped[str] = mapped_column(Text, default="")
+    signals: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    latency_ms: Mapped[dict[str, float]] = mapped_column(JSONB, default=dict)
+    errors: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+
+
+class RunEvent(Base):
+    __tablename__ = "run_events"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    elapsed_ms: Mapped[float] = mapped_column(Float)
+    event_type: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+
+
+class LLMCallRow(Base):
+    """Every backend call: model, prompt version, tokens, latency, outcome."""
+
+    __tablename__ = "llm_calls"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=True, index=True)
+    iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    backend: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    operation: Mapped[str] = mapped_column(Text)
+    prompt_version: Mapped[str] = mapped_column(Text)
+    temperature: Mapped[float] = mapped_column(Float)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    outcome: Mapped[str] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cache_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class LLMCacheRow(Base):
+    """Responses by hash of (model, prompt version, inputs): re-asking costs nothing."""
+
+    __tablename__ = "llm_cache"
+    cache_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    backend: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    operation: Mapped[str] = mapped_column(Text)
+    prompt_version: Mapped[str] = mapped_column(Text)
+    response: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

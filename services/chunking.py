@@ -10,9 +10,11 @@ summed, which is exact for word-piece tokenizers and close for the rest.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 from pysbd.lang.english import English
 from pysbd.processor import Processor
@@ -64,12 +66,13 @@ def chunk_text(
     blocks = _split_blocks(text)
     if not blocks:
         return []
+    count = functools.cache(count_tokens)  # tokenizers are slow too: each string once
     whole = "\n".join(blocks)
-    # pysbd is the slow step (~2 ms per paragraph); a text that fits in one chunk gives the
+    # pysbd is the slow step (~1.5 ms per paragraph); a text that fits in one chunk gives the
     # same single chunk without it. Cheap gate first: every word is at least one token.
-    if True and (tokens := count_tokens(whole)) <= max_tokens:
+    if len(whole.split()) <= max_tokens and (tokens := count(whole)) <= max_tokens:
         return [Chunk(0, whole, tokens)]
-    return _pack(_units(blocks, count_tokens, max_tokens), max_tokens, overlap)
+    return _pack(_units(blocks, count, max_tokens), max_tokens, overlap)
 
 
 def _split_blocks(text: str) -> list[str]:
@@ -84,23 +87,13 @@ def _split_blocks(text: str) -> list[str]:
 
 
 def _segment(block: str) -> list[str]:
-    # Processor directly rather than Segmenter.segment: the latter re-finds every sentence
-    # in the input with a freshly compiled regex (a third of the time) and drops any it
-    # cannot find.
+    # Processor, not Segmenter.segment: that re-finds each sentence in the input with a
+    # freshly compiled regex (a third of the time) and drops any it cannot find.
     pieces = (piece.strip() for piece in Processor(block, _English).process())
     return [piece for piece in pieces if piece]
 
 
-def _units(
-    blocks: list[str], count_tokens: Callable[[str], int], max_tokens: int
-) -> list[_Unit]:
-    cache: dict[str, int] = {}
-
-    def count(piece: str) -> int:
-        if piece not in cache:
-            cache[piece] = count_tokens(piece)
-        return cache[piece]
-
+def _units(blocks: list[str], count: Callable[[str], int], max_tokens: int) -> list[_Unit]:
     units: list[_Unit] = []
     for index, block in enumerate(blocks):
         for sentence in _segment(block):
@@ -111,9 +104,7 @@ def _units(
     return units
 
 
-def _windows(
-    sentence: str, count: Callable[[str], int], max_tokens: int
-) -> Iterator[tuple[str, int]]:
+def _windows(sentence: str, count: Callable[[str], int], max_tokens: int) -> Iterator[tuple[str, int]]:
     words = sentence.split()
     start = 0
     while start < len(words):
@@ -154,12 +145,12 @@ def _pack(units: list[_Unit], max_tokens: int, overlap: int) -> list[Chunk]:
 
 def _join(units: list[_Unit]) -> str:
     parts = [units[0].text]
-    for previous, unit in zip(units, units[1:]):
+    for previous, unit in pairwise(units):
         parts.append(("\n" if unit.block != previous.block else " ") + unit.text)
     return "".join(parts)
 
 
-class _AbbreviationReplacer(English.AbbreviationReplacer):  # type: ignore[misc]
+class _AbbreviationReplacer(English.AbbreviationReplacer):
     """pysbd 0.3.4's English abbreviation pass without the work that cannot change it.
 
     Upstream re-runs a global substitution over the whole line for every occurrence of
@@ -187,5 +178,5 @@ class _AbbreviationReplacer(English.AbbreviationReplacer):  # type: ignore[misc]
         return text
 
 
-class _English(English):  # type: ignore[misc]
+class _English(English):
     AbbreviationReplacer = _AbbreviationReplacer

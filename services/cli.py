@@ -145,6 +145,50 @@ def evaluate(
 
 
 @app.command()
+def ask(
+    query: Optional[str] = typer.Argument(None, help="The question (or use --queries)."),
+    queries: Optional[Path] = typer.Option(None, help="BEIR queries.jsonl to answer in one process."),
+    preset: str = typer.Option("balanced", help="minimal, balanced or research."),
+    collection: str = typer.Option("default"),
+    out: Optional[Path] = typer.Option(None, help="With --queries: write one stored run per line here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored run as JSON."),
+) -> None:
+    """Answer a question (or a file of them); every run is stored for review."""
+    from services import pipeline
+    from services.evaluation import load_queries
+    from services.llm.backends import backend_for
+
+    if (query is None) == (queries is None):
+        _fail(WorkbenchError("give either a QUERY or --queries FILE"))
+    try:
+        backend = backend_for()
+        if query is not None:
+            run = pipeline.run(query, preset, backend=backend, collection=collection)
+            if as_json:
+                _emit(run.to_dict())
+            else:
+                typer.echo(f"[{run.final_level} {run.final_confidence:.2f} | {' -> '.join(run.route)} | "
+                           f"{run.status} | run {run.run_id}]")
+                typer.echo(run.final_answer or f"(no answer: {run.outcome_note})")
+            return
+        items = load_queries(queries)  # type: ignore[arg-type]
+        sink = open(out, "w", encoding="utf-8") if out else None
+        try:
+            for item in tqdm(items, desc="answering", unit="question", file=sys.stderr):
+                run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch")
+                record = {"query_id": item.query_id, **run.to_dict()}
+                if sink:
+                    sink.write(json.dumps(record, default=str) + "\n")
+                elif as_json:
+                    typer.echo(json.dumps(record, default=str))
+        finally:
+            if sink:
+                sink.close()
+    except WorkbenchError as exc:
+        _fail(exc)
+
+
+@app.command()
 def serve(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
     """Start the database, load the demo corpus when empty, and run the workbench UI."""
     from services.corpus import load_demo_corpus_if_empty

@@ -67,17 +67,18 @@ def parse_file(name: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     try:
         return _parse(name, data, max_bytes)
     except _Skip as skip:
-        return ParsedFile((), (SkippedInput(name, str(skip)),))
+        return _skipped(name, str(skip))
+
+
+def _skipped(name: str, reason: str) -> ParsedFile:
+    return ParsedFile((), (SkippedInput(name, reason),))
 
 
 def iter_paths(paths: Sequence[Path]) -> Iterator[tuple[str, Path]]:
-    """Yield (name, path) for each file: a given file by its bare name, files under a given
-    directory by their posix path relative to it, depth-first in name order.
-
-    Hidden entries inside a walked directory are skipped, and symlinked directories are
-    not followed (they could loop). Paths that are not directories are yielded as given,
-    even missing ones, so `parse_paths` can report them.
-    """
+    """Yield (name, path) per file: a given file by its bare name, files under a given
+    directory by their posix path relative to it, depth-first in name order. Hidden entries
+    are skipped; symlinked directories are not followed (they can loop) but yielded, like
+    missing paths and unreadable directories, so `parse_paths` can say why."""
     for given in map(Path, paths):
         if not given.is_dir():
             yield given.name, given
@@ -85,22 +86,20 @@ def iter_paths(paths: Sequence[Path]) -> Iterator[tuple[str, Path]]:
         stack = [given]
         while stack:
             path = stack.pop()
-            if path is not given and (path.is_symlink() or not path.is_dir()):
-                yield path.relative_to(given).as_posix(), path
-                continue
+            name = given.name if path is given else path.relative_to(given).as_posix()
             try:
+                if path is not given and (path.is_symlink() or not path.is_dir()):
+                    yield name, path
+                    continue
                 with os.scandir(path) as entries:
                     names = sorted(e.name for e in entries if not e.name.startswith("."))
             except OSError:
-                # Unreadable directory: yield it so parse_paths says why.
-                yield (given.name if path == given else path.relative_to(given).as_posix()), path
+                yield name, path
                 continue
             stack.extend(path / n for n in reversed(names))  # popped back in name order
 
 
-def parse_paths(
-    paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES
-) -> Iterator[ParsedFile]:
+def parse_paths(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[ParsedFile]:
     """Yield one ParsedFile per file found under `paths`; never raises for bad input."""
     for name, path in iter_paths(paths):
         yield _parse_path(name, path, max_bytes)
@@ -110,17 +109,15 @@ def _parse_path(name: str, path: Path, max_bytes: int) -> ParsedFile:
     try:
         if path.is_dir():
             os.listdir(path)  # only directories that could not be walked get here
-            reason = "a symbolic link to a directory; links are not followed"
-        else:
-            # Check the cheap things before reading a possibly huge file into memory.
-            reason = _precheck(name, path.stat().st_size, max_bytes)
-            if reason is None:
-                return parse_file(name, path.read_bytes(), max_bytes=max_bytes)
+            return _skipped(name, "a symbolic link to a directory; links are not followed")
+        # Check the cheap things before reading a possibly huge file into memory.
+        if (reason := _precheck(name, path.stat().st_size, max_bytes)) is not None:
+            return _skipped(name, reason)
+        return parse_file(name, path.read_bytes(), max_bytes=max_bytes)
     except FileNotFoundError:
-        reason = "no such file or directory"
+        return _skipped(name, "no such file or directory")
     except OSError as exc:
-        reason = f"could not read it: {(exc.strerror or str(exc)).lower()}"
-    return ParsedFile((), (SkippedInput(name, reason),))
+        return _skipped(name, f"could not read it: {(exc.strerror or str(exc)).lower()}")
 
 
 def _precheck(name: str, size: int, max_bytes: int) -> str | None:
@@ -136,11 +133,9 @@ def _precheck(name: str, size: int, max_bytes: int) -> str | None:
 
 
 def _parse(name: str, data: bytes, max_bytes: int) -> ParsedFile:
-    reason = _precheck(name, len(data), max_bytes)
-    if reason is not None:
+    if (reason := _precheck(name, len(data), max_bytes)) is not None:
         raise _Skip(reason)
-    suffix = PurePosixPath(name).suffix.lower()
-    stem = PurePosixPath(name).stem
+    suffix, stem = PurePosixPath(name).suffix.lower(), PurePosixPath(name).stem
     if suffix == ".pdf":
         title, body, metadata = _pdf_text(data)
     else:
@@ -173,10 +168,8 @@ def _decode(data: bytes) -> str:
     try:
         return data[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Skip(
-            f"not valid UTF-8 (first bad byte at offset {bom + exc.start}); "
-            "re-save the file as UTF-8"
-        ) from None
+        offset = bom + exc.start
+        raise _Skip(f"not valid UTF-8 (first bad byte at offset {offset}); re-save the file as UTF-8") from None
 
 
 def _markdown_title(text: str) -> str:
@@ -192,7 +185,7 @@ def _markdown_title(text: str) -> str:
 def _html_text(html: str) -> tuple[str, str]:
     try:
         soup = BeautifulSoup(html, "html.parser")
-    except ParserRejectedMarkup as exc:
+    except (ParserRejectedMarkup, RecursionError) as exc:  # bs4 builds iteratively; a guard
         raise _Skip(f"could not parse HTML: {_short(exc)}") from exc
     heading = soup.title or soup.find("h1")
     title = " ".join(heading.get_text(" ").split()) if heading else ""
@@ -220,13 +213,8 @@ def _html_text(html: str) -> tuple[str, str]:
 def _pdf_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
     try:
         reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            try:
-                opened = reader.decrypt("")
-            except Exception:  # noqa: BLE001 - e.g. AES without the crypto extra
-                opened = 0
-            if not opened:
-                raise _Skip("encrypted PDF; save a copy without a password and upload that")
+        if reader.is_encrypted and not _opens_without_password(reader):
+            raise _Skip("encrypted PDF; save a copy without a password and upload that")
         pages = [page.extract_text() or "" for page in reader.pages]
         title = str((reader.metadata.title if reader.metadata else None) or "").strip()
     except _Skip:
@@ -237,6 +225,13 @@ def _pdf_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
     if not body:
         raise _Skip("no extractable text (scanned PDF? run OCR first)")
     return title, body, {"format": "pdf", "pages": len(pages)}
+
+
+def _opens_without_password(reader: PdfReader) -> bool:
+    try:
+        return bool(reader.decrypt(""))
+    except Exception:  # noqa: BLE001 - e.g. AES without the crypto extra: still locked
+        return False
 
 
 def _parse_jsonl(name: str, text: str) -> ParsedFile:
@@ -250,10 +245,7 @@ def _parse_jsonl(name: str, text: str) -> ParsedFile:
         try:
             doc_id, title, body, extra = _jsonl_record(line)
             if doc_id in first_line:
-                raise _Skip(
-                    f"duplicate _id {doc_id!r} (first used on line {first_line[doc_id]}); "
-                    "kept the first"
-                )
+                raise _Skip(f"duplicate _id {doc_id!r} (first used on line {first_line[doc_id]}); kept the first")
         except _Skip as bad:
             skipped.append(SkippedInput(f"{name}:{lineno}", f"line {lineno}: {bad}"))
             continue
@@ -273,23 +265,28 @@ def _jsonl_record(line: str) -> tuple[str, str, str, dict[str, Any]]:
     except RecursionError:
         raise _Skip("invalid JSON (nested too deeply)") from None
     if not isinstance(record, dict):
-        raise _Skip(f"expected a JSON object, got {type(record).__name__}")
+        raise _Skip(f"expected a JSON object, got {_json_type(record)}")
     doc_id, body = record.get("_id"), record.get("text")
-    if doc_id is None or isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-        raise _Skip('missing "_id" (a string or an integer)')
-    if not str(doc_id).strip():
-        raise _Skip('empty "_id"')
-    if not isinstance(body, str):
-        got = "missing" if body is None else f"a {type(body).__name__}"
-        raise _Skip(f'"text" must be a string, but it is {got}')
-    if not body.strip():
-        raise _Skip('empty "text"')
-    title, extra = record.get("title") or "", record.get("metadata") or {}
-    if not isinstance(title, str):
-        raise _Skip(f'"title" must be a string, not a {type(title).__name__}')
-    if not isinstance(extra, dict):
-        raise _Skip(f'"metadata" must be an object, not a {type(extra).__name__}')
+    title = "" if record.get("title") is None else record["title"]
+    extra = {} if record.get("metadata") is None else record["metadata"]
+    if doc_id is None or body is None:
+        raise _Skip(f'missing "{"_id" if doc_id is None else "text"}"')
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise _Skip(f'"_id" must be a string or a whole number, not {_json_type(doc_id)}')
+    for key, value, wanted in (("text", body, str), ("title", title, str), ("metadata", extra, dict)):
+        if not isinstance(value, wanted):
+            expected = "an object" if wanted is dict else "a string"
+            raise _Skip(f'"{key}" must be {expected}, not {_json_type(value)}')
+    if not str(doc_id).strip() or not body.strip():
+        raise _Skip(f'empty "{"text" if str(doc_id).strip() else "_id"}"')
     return str(doc_id), title.strip(), body, extra
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    names = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a decimal number"}
+    return names.get(type(value), "null")
 
 
 def _short(exc: BaseException) -> str:

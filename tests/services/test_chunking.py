@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pysbd
 import pytest
 from hypothesis import given, settings
@@ -26,8 +28,7 @@ def _numbered_text(paragraphs: list[list[list[str]]]) -> str:
     """Paragraphs of sentences; each sentence starts with its own number, so none repeats."""
     counter = iter(range(1_000_000))
     return "\n\n".join(
-        " ".join(f"N{next(counter)} {' '.join(words)}." for words in sentences)
-        for sentences in paragraphs
+        " ".join(f"N{next(counter)} {' '.join(words)}." for words in sentences) for sentences in paragraphs
     )
 
 
@@ -66,10 +67,10 @@ def test_split_sentences_of_blank_text_is_empty() -> None:
     assert split_sentences(" \n\n\t ") == []
 
 
+# Abbreviations pysbd knows, near-misses ("edg." vs the regex "e.g"), numbers, punctuation.
 _tricky = st.sampled_from(
-    ["Dr.", "Mr.", "no.", "No.", "St.", "e.g.", "i.e.", "U.S.", "p.", "pp.", "Jan.", "etc.", "vs.",
-     "art.", "fig.", "a.m.", "3", "12.5", "(1)", "the", "north", "Smith", "I", "was", "known", ".",
-     "?", "!", ":", ",", "-", "Inc.", "co.", "al.", "et", "edg.", "e.g", "ave.", "Ph.D."]
+    "Dr. Mr. no. No. St. e.g. i.e. U.S. p. pp. Jan. etc. vs. art. fig. a.m. 3 12.5 (1) the north "
+    "Smith I was known . ? ! : , - Inc. co. al. et edg. e.g ave. Ph.D.".split()
 )
 
 
@@ -171,8 +172,19 @@ def test_each_sentence_is_counted_once() -> None:
 
     s = [_sentence(f"s{i}x", 5) for i in range(12)]
     chunk_text(" ".join(s + s[:3]), count_tokens=count, max_tokens=20, overlap_tokens=10)
-    assert sorted(set(calls)) == sorted(calls)
-    assert len(calls) <= len(set(s)) + 1  # plus one check of the whole text
+    # Once per distinct sentence, and no whole-text check when it has too many words to fit.
+    assert sorted(calls) == sorted(s)
+
+
+def test_a_single_sentence_text_is_counted_once() -> None:
+    calls: list[str] = []
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return 3 * _words(text)  # too many tokens to fit, though few enough words to try
+
+    chunk_text("One two three four five.", count_tokens=count, max_tokens=10, overlap_tokens=0)
+    assert calls.count("One two three four five.") == 1
 
 
 def test_invalid_chunk_size_is_an_input_error() -> None:
@@ -197,14 +209,15 @@ def test_chunks_never_exceed_limit_and_always_terminate(text: str, max_tokens: i
 @settings(max_examples=200, deadline=None)
 @given(_texts, st.integers(min_value=12, max_value=60), st.integers(min_value=0, max_value=30))
 def test_every_sentence_lands_in_a_chunk_in_order(text: str, max_tokens: int, overlap: int) -> None:
-    # Sentences are at most 12 words, so none needs windowing at these limits.
     chunks = chunk_text(text, count_tokens=_words, max_tokens=max_tokens, overlap_tokens=overlap)
     position = 0
     for sentence in split_sentences(text):
+        if _words(sentence) > max_tokens:
+            continue  # windowed (pysbd can merge at words like "col."); covered below
         while position < len(chunks) and sentence not in chunks[position].text:
             position += 1
         assert position < len(chunks), f"sentence missing or out of order: {sentence!r}"
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in pairwise(chunks):
         assert previous.text != current.text
         assert not previous.text.endswith(current.text)  # not just the carried-over tail
 

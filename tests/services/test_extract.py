@@ -201,20 +201,24 @@ def test_jsonl_bad_lines_are_reported_by_number_and_good_lines_kept() -> None:
         '{"_id": "x", "text": 5}',
         '{"_id": "y", "text": "   "}',
         '{"_id": "z", "text": "t", "metadata": [1]}',
+        '{"_id": [1], "text": "t"}',
+        '{"_id": "w", "text": "t", "title": 3}',
         "",
         '{"_id": "ok2", "text": "also fine"}',
     ]
     parsed = parse_file("c.jsonl", "\n".join(lines).encode())
     assert [d.external_id for d in parsed.documents] == ["ok1", "ok2"]
     reasons = {s.source: s.reason for s in parsed.skipped}
-    assert list(reasons) == [f"c.jsonl:{n}" for n in range(2, 9)]
+    assert list(reasons) == [f"c.jsonl:{n}" for n in range(2, 11)]
     assert reasons["c.jsonl:2"].startswith("line 2: invalid JSON (")
-    assert reasons["c.jsonl:3"] == "line 3: expected a JSON object, got list"
-    assert reasons["c.jsonl:4"].startswith('line 4: missing "_id"')
+    assert reasons["c.jsonl:3"] == "line 3: expected a JSON object, got an array"
+    assert reasons["c.jsonl:4"] == 'line 4: missing "_id"'
     assert reasons["c.jsonl:5"] == 'line 5: empty "_id"'
-    assert reasons["c.jsonl:6"] == 'line 6: "text" must be a string, but it is a int'
+    assert reasons["c.jsonl:6"] == 'line 6: "text" must be a string, not a number'
     assert reasons["c.jsonl:7"] == 'line 7: empty "text"'
-    assert reasons["c.jsonl:8"] == 'line 8: "metadata" must be an object, not a list'
+    assert reasons["c.jsonl:8"] == 'line 8: "metadata" must be an object, not an array'
+    assert reasons["c.jsonl:9"] == 'line 9: "_id" must be a string or a whole number, not an array'
+    assert reasons["c.jsonl:10"] == 'line 10: "title" must be a string, not a number'
 
 
 def test_jsonl_duplicate_id_keeps_first() -> None:
@@ -231,9 +235,7 @@ def test_jsonl_duplicate_id_keeps_first() -> None:
 
 def test_unsupported_suffix_lists_supported_types() -> None:
     reason = _only_reason(parse_file("photo.PNG", b"\x89PNG"))
-    assert reason == (
-        "unsupported file type '.png' (supported: .txt, .md, .markdown, .html, .htm, .pdf, .jsonl)"
-    )
+    assert reason == ("unsupported file type '.png' (supported: .txt, .md, .markdown, .html, .htm, .pdf, .jsonl)")
     assert _only_reason(parse_file("Makefile", b"all:")).startswith("unsupported file type (no extension)")
 
 
