@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from pgvector.psycopg import register_vector
 import psycopg
+from pgvector.psycopg import register_vector
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError
 

@@ -9,8 +9,8 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    Float,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,

@@ -43,7 +43,14 @@ class _Unit:
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of `text`, whitespace-normalized, in order, never crossing blocks."""
-    return [sentence for block in _split_blocks(text) for sentence in _segment(block)]
+    return list(_split_sentences_cached(text))
+
+
+# Query-time callers (CRAG strips, the offline backend) split the same retrieved chunks
+# again and again; pysbd costs ~1.5 ms per chunk, so keep recent results.
+@functools.lru_cache(maxsize=8192)
+def _split_sentences_cached(text: str) -> tuple[str, ...]:
+    return tuple(sentence for block in _split_blocks(text) for sentence in _segment(block))
 
 
 def chunk_text(

@@ -31,8 +31,9 @@ How each raw metric becomes a component in [0, 1], and why:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,7 @@ class WeightsProfile:
                 "high": self.high, "medium": self.medium, "low": self.low}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "WeightsProfile":
+    def from_dict(cls, data: Mapping[str, Any]) -> WeightsProfile:
         return cls(name=data["name"], version=int(data["version"]), weights=dict(data["weights"]),
                    high=float(data["high"]), medium=float(data["medium"]), low=float(data["low"]))
 

@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from db import Settings, get_settings
 from services.errors import NotFoundError
-from services.ingest import IngestSummary, ProgressCallback, remove_document, lock_collection, ingest_paths
+from services.ingest import IngestSummary, ProgressCallback, ingest_paths, lock_collection, remove_document
 from services.store import transaction
 
 DEMO_DIR = Path(__file__).with_name("demo_data")
@@ -82,7 +82,7 @@ def delete_document(external_id: str, collection: str = "default", *, settings: 
             text("SELECT 1 FROM documents WHERE collection_id = :cid AND external_id = :eid"),
             {"cid": collection_id, "eid": external_id},
         ).first()
-        if not exists:
+        if not exists or collection_id is None:
             raise NotFoundError(f"no document '{external_id}' in collection '{collection}'")
         lock_collection(session, collection_id)
         remove_document(session, collection_id, external_id)

@@ -58,7 +58,8 @@ class CragVerdict:
 class FallbackSource(Protocol):
     """Where CRAG looks when the corpus does not answer (a web search, another collection)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def search(self, query: str, k: int) -> RetrievalResult: ...
 

@@ -35,8 +35,9 @@ class Hit:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Hit":
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        values: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
+        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def resolve_model_path(name: str) -> str:
 
 
 @lru_cache(maxsize=2)
-def load_model(name: str) -> "SentenceTransformer":
+def load_model(name: str) -> SentenceTransformer:
     """Load the model (7-11 s on first use here); cached for the life of the process."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
     with _LOAD_LOCK:

@@ -15,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 from db import Settings, get_settings
 from services import embedding
-from services.confidence import DEFAULT_PROFILE, WeightsProfile, overall, raw_metrics, components_from_raw
+from services.confidence import DEFAULT_PROFILE, WeightsProfile, components_from_raw, overall, raw_metrics
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.retrieval import default_params, search_in_session

@@ -264,7 +264,7 @@ _CHUNK_VECTORS = "SELECT id, embedding FROM chunks WHERE id = ANY(:ids)"
 def _chunk_vectors(session: Session, chunk_ids: list[int]) -> np.ndarray | None:
     if not chunk_ids:
         return None
-    rows = dict(session.execute(text(_CHUNK_VECTORS), {"ids": chunk_ids}).all())
+    rows: dict[int, Any] = dict(session.execute(text(_CHUNK_VECTORS), {"ids": chunk_ids}).all())
     return np.array([np.asarray(rows[i], dtype=np.float32) for i in chunk_ids if i in rows])
 
 

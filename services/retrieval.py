@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -58,7 +59,7 @@ def clean_query(query: str, *, max_chars: int) -> str:
 
 def default_params(settings: Settings | None = None, **overrides: object) -> SearchParams:
     settings = settings or get_settings()
-    base = {"k1": settings.bm25_k1, "b": settings.bm25_b, "rrf_k": settings.rrf_k}
+    base: dict[str, Any] = {"k1": settings.bm25_k1, "b": settings.bm25_b, "rrf_k": settings.rrf_k}
     base.update(overrides)
     return SearchParams(**base)  # type: ignore[arg-type]
 

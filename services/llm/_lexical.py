@@ -1,0 +1,350 @@
+"""Word-level helpers of the offline backend: chunk sentences, query terms, coverage, PRF, decomposition."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from services.chunking import split_sentences
+from services.entities import extract_entities, mentions
+from services.text import STOPWORDS, tokenize
+
+_WORD = re.compile(r"[^\W_]+")
+_LEADING_MARKER = re.compile(r"^\s*(?:#{1,6}|[-*+]|\d{1,3}[.)])\s+")
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+_TABLE_SEPARATOR = re.compile(r"\|(?:\s*:?-{3,}:?\s*\|)+")
+_QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
+_AUXILIARIES = frozenset("is are was were do does did can could should would will has have had must may might".split())
+# Words a question is phrased with rather than about: an answer need not repeat them.
+_FILLER = frozenset(
+    """often much many long mean means meaning take takes get gets need needs know tell explain
+    describe happen happens use used using way also else exactly possible please make makes""".split()
+)
+_VERBS = _AUXILIARIES | frozenset(
+    """be been mean means cause causes clear reset replace set configure avoid take takes need happen
+    happens work works move moves raise raised change check fix use stop start run go""".split()
+)
+_MIN_ANSWER_TOKENS = 3
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sentence (or table row) of a chunk, in the three forms the backend needs."""
+
+    quote: str  # exactly as it appears in the chunk text
+    display: str  # as it reads inside an answer
+    scoring: str  # markup-free text that is embedded and matched
+    answerable: bool  # a statement worth extracting (not a heading, fragment or separator)
+
+
+@dataclass(frozen=True)
+class Term:
+    """A query word or entity an answer is expected to mention."""
+
+    surface: str  # as written in the query
+    stems: tuple[str, ...]
+    entity: bool
+
+
+def clean(text: str) -> str:
+    """Text without Markdown markup: what is embedded and matched."""
+    text = _LEADING_MARKER.sub("", text)
+    text = text.replace("**", "").replace("__", "").replace("`", "").replace("|", " ")
+    return " ".join(text.split())
+
+
+def stems(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+@lru_cache(maxsize=4096)
+def segment_chunk(text: str) -> tuple[Segment, ...]:
+    """The sentences and table rows of a chunk, in order, each locatable in `text`."""
+    segments: list[Segment] = []
+    offset = 0
+    for is_table, run in _runs(text):
+        start = text.index(run, offset)
+        found = _table_rows(run) if is_table else _prose(run)
+        for quote, display in found:
+            scoring = clean(display)
+            tokens = tokenize(scoring)
+            letters = sum(ch.isalnum() for ch in scoring)
+            answerable = (not _HEADING.match(quote) and len(tokens) >= _MIN_ANSWER_TOKENS
+                          and letters >= 0.5 * len(scoring.replace(" ", "")))
+            segments.append(Segment(quote, display, scoring, answerable))
+        offset = start + len(run)
+    return tuple(segments)
+
+
+def _runs(text: str) -> list[tuple[bool, str]]:
+    """Consecutive table lines and consecutive other lines, as contiguous slices of `text`."""
+    runs: list[tuple[bool, list[str]]] = []
+    for line in text.splitlines(keepends=True):
+        is_table = line.lstrip().startswith("|")
+        if runs and runs[-1][0] == is_table:
+            runs[-1][1].append(line)
+        else:
+            runs.append((is_table, [line]))
+    return [(is_table, "".join(lines)) for is_table, lines in runs if "".join(lines).strip()]
+
+
+def _prose(run: str) -> list[tuple[str, str]]:
+    found, cursor = [], 0
+    for sentence in split_sentences(run):
+        span = _locate(sentence, run, cursor)
+        if span is None:
+            continue  # pysbd changed the text; a sentence we cannot quote exactly is not used
+        found.append((run[span[0]:span[1]], _LEADING_MARKER.sub("", sentence)))
+        cursor = span[1]
+    return found
+
+
+def _locate(sentence: str, text: str, start: int) -> tuple[int, int] | None:
+    index = text.find(sentence, start)
+    if index >= 0:
+        return index, index + len(sentence)
+    # split_sentences normalizes whitespace; the chunk may hard-wrap inside a sentence.
+    match = re.compile(r"\s+".join(map(re.escape, sentence.split()))).search(text, start)
+    return match.span() if match else None
+
+
+def _table_rows(run: str) -> list[tuple[str, str]]:
+    """Rows of a Markdown table (one row per line, or rows joined on one line by chunking).
+
+    A row reads "Header: value; Header: value" in an answer, so it stays meaningful alone.
+    """
+    separator = _TABLE_SEPARATOR.search(run)
+    columns = separator.group(0).count("|") - 1 if separator else 0
+    pattern = re.compile(rf"\|(?:[^|\n]*\|){{{columns}}}" if columns else r"\|[^\n]*\|")
+    header: list[str] = []
+    rows: list[tuple[str, str]] = []
+    for match in pattern.finditer(run):
+        cells = [c.strip() for c in match.group(0).strip().strip("|").split("|")]
+        if all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
+            continue
+        if separator and match.end() <= separator.start():
+            header = cells
+            continue
+        pairs = [f"{h}: {v}" if h else v for h, v in zip(header or [""] * len(cells), cells, strict=False) if v]
+        rows.append((match.group(0), "; ".join(pairs)))
+    return rows
+
+
+# --- query terms and coverage -------------------------------------------------------------
+
+def query_terms(query: str) -> tuple[Term, ...]:
+    """Entities, then remaining content words, of a query; question phrasing left out."""
+    terms: list[Term] = []
+    entity_stems: set[str] = set()
+    for entity in extract_entities(query):
+        words = entity.split()
+        while words and (words[0] in _QUESTION_WORDS or words[0] in STOPWORDS):
+            words = words[1:]  # "What TCP" is a mention of TCP
+        entity_tokens = tuple(tokenize(" ".join(words)))
+        if not entity_tokens or entity_stems.issuperset(entity_tokens):
+            continue
+        terms.append(Term(_surface(" ".join(words), query), entity_tokens, True))
+        entity_stems.update(entity_tokens)
+    seen = set(entity_stems)
+    for word in _WORD.findall(query):
+        lowered = word.lower()
+        if lowered in STOPWORDS or lowered in _FILLER or len(lowered) < 2:
+            continue
+        stem = tokenize(lowered)
+        if stem and stem[0] not in seen:
+            seen.add(stem[0])
+            terms.append(Term(word, (stem[0],), False))
+    return tuple(terms)
+
+
+def _surface(entity: str, text: str) -> str:
+    match = re.search(r"\s+".join(map(re.escape, entity.split())), text, re.IGNORECASE)
+    return match.group(0) if match else entity
+
+
+def covers(term: Term, text: str, text_stems: frozenset[str]) -> bool:
+    if term.entity and mentions(text, term.surface):
+        return True
+    return all(s in text_stems for s in term.stems)
+
+
+def coverage(terms: Sequence[Term], text: str) -> float:
+    """Share of the query's terms the text mentions (1.0 when the query has none)."""
+    if not terms:
+        return 1.0
+    text_stems = stems(text)
+    return sum(covers(t, text, text_stems) for t in terms) / len(terms)
+
+
+def missing(terms: Sequence[Term], texts: Iterable[str]) -> list[str]:
+    """Surfaces of the terms no text mentions."""
+    pool = list(texts)
+    pool_stems = [stems(t) for t in pool]
+    return [t.surface for t in terms if not any(covers(t, x, s) for x, s in zip(pool, pool_stems, strict=True))]
+
+
+def containment(part: frozenset[str], whole: frozenset[str]) -> float:
+    return len(part & whole) / len(part) if part else 0.0
+
+
+def quoted_list(items: Sequence[str]) -> str:
+    return ", ".join(f"'{i}'" for i in items)
+
+
+# --- pseudo-relevance feedback ----------------------------------------------------------------
+
+def prf_terms(query: str, texts: Sequence[str], n: int = 5) -> list[str]:
+    """Terms weighted by rank-discounted frequency in the texts times an idf over them,
+    leaving out what the query already says; surface words as first written."""
+    query_stems = stems(query)
+    per_text: list[Counter[tuple[str, ...]]] = []
+    surfaces: dict[tuple[str, ...], str] = {}
+    for text in texts:
+        counts: Counter[tuple[str, ...]] = Counter()
+        for entity in extract_entities(text):
+            key = tuple(tokenize(entity))
+            if len(key) > 1 and any(ch.isdigit() for ch in entity) and not query_stems.issuperset(key):
+                counts[key] += len(re.findall(re.escape(entity), text, re.IGNORECASE))
+                surfaces.setdefault(key, _surface(entity, text))
+        for word in _WORD.findall(text):
+            lowered = word.lower()
+            if lowered in STOPWORDS or lowered in _FILLER or len(lowered) < 3 or not lowered.isalpha():
+                continue
+            key = tuple(tokenize(lowered))
+            if key and key[0] not in query_stems:
+                counts[key] += 1
+                surfaces.setdefault(key, lowered if not word.isupper() else word)
+        per_text.append(counts)
+    document_frequency = Counter(key for counts in per_text for key in counts)
+    scores: Counter[tuple[str, ...]] = Counter()
+    for rank, counts in enumerate(per_text):
+        for key, tf in counts.items():
+            scores[key] += tf / (rank + 1) * math.log(1 + len(per_text) / document_frequency[key])
+    chosen: list[tuple[str, ...]] = []
+    for key, _score in sorted(scores.items(), key=lambda kv: (-kv[1], surfaces[kv[0]])):
+        if any(set(key) <= set(c) for c in chosen):
+            continue  # "srvo" adds nothing once "SRVO-063" is in
+        chosen.append(key)
+        if len(chosen) == n:
+            break
+    return [surfaces[key] for key in chosen]
+
+
+# --- query refinement ---------------------------------------------------------------------
+
+_QUOTED = re.compile(r"(?<!\w)['\"‘“]([^'\"‘’“”\n]{1,60})['\"’”](?!\w)")
+_LABELLED = re.compile(r"^\s*(prf|gaps?|missing)\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_BULLET = re.compile(r"^\s*[-*•]\s+(.{1,60})$", re.MULTILINE)
+
+
+def refine(query: str, feedback: str, max_chars: int = 300) -> str:
+    """The query plus gap terms (quoted, listed or bulleted in the feedback) and `prf:` terms."""
+    query = " ".join(query.split())
+    gaps: list[str] = [m.group(1).strip() for m in _QUOTED.finditer(feedback)]
+    prf: list[str] = []
+    for label, body in _LABELLED.findall(feedback):
+        if label.lower() == "prf":
+            prf.extend(body.replace(",", " ").split())
+        else:
+            gaps.extend(p.strip() for p in re.split(r"[,;]", body))
+    gaps.extend(m.group(1).strip() for m in _BULLET.finditer(feedback))
+    query_stems = stems(query)
+    added: list[str] = []
+    added_stems: set[str] = set()
+    # Gap terms go in even when the query has them: repeating a facet the answer missed
+    # weights it up; PRF terms only when they are new.
+    candidates = [(g, False) for g in gaps] + [(p, True) for p in prf]
+    for term, must_be_new in candidates:
+        term_stems = stems(term)
+        if not term_stems or term_stems <= added_stems or (must_be_new and term_stems <= query_stems):
+            continue
+        if len(query) + len(" ".join(added + [term])) + 1 > max_chars:
+            continue
+        added.append(term)
+        added_stems |= term_stems
+    return " ".join([query, *added]) if added else query
+
+
+# --- decomposition -------------------------------------------------------------------------
+
+_STEM = re.compile(r"^((?:how|what|why|when|where|which|who)\s+(?:do|does|can|could|should|would|must|will|did)"
+                   r"\s+(?:i|we|you))\s", re.IGNORECASE)
+_ENUMERATION = re.compile(r"^((?:what|who|where|which)\s+(?:is|are|was|were))\s+(.+)$", re.IGNORECASE)
+_JOINER = re.compile(r"\s*(?:;|,?\s+and\s+also\s+|,?\s+and\s+)\s*")
+
+
+def decompose(query: str, max_parts: int = 6) -> list[str]:
+    """Self-contained sub-questions of a multi-part question; [query] when it has one part.
+
+    Statements around the questions ("My program stops with MOTN-023.") are context: an
+    object "it" in a sub-question is replaced by the entity they, or earlier parts, name.
+    """
+    text = " ".join(query.split())
+    if not text:
+        return []
+    context: list[str] = []
+    parts: list[str] = []
+    for sentence in re.split(r"(?<=[?.!])\s+(?=[A-Z0-9\"'])", text):
+        if not (sentence.endswith("?") or _first_word(sentence) in _QUESTION_WORDS | _AUXILIARIES):
+            context.append(sentence)
+            continue
+        for clause in _split_clauses(sentence.rstrip("?.! ")):
+            parts.append(_resolve_it(clause, " ".join(context)))
+            context.append(clause)
+    if len(parts) < 2:
+        return [query]
+    return list(dict.fromkeys(p[0].upper() + p[1:] + "?" for p in parts))[:max_parts]
+
+
+def _first_word(text: str) -> str:
+    words = _WORD.findall(text.lower())
+    return words[0] if words else ""
+
+
+def _has_verb(text: str) -> bool:
+    return any(w in _VERBS or w in _QUESTION_WORDS for w in _WORD.findall(text.lower()))
+
+
+def _split_clauses(question: str) -> list[str]:
+    for joiner in _JOINER.finditer(question):
+        left, right = question[:joiner.start()].strip(), question[joiner.end():].strip()
+        if not left or not right or not _has_verb(left) or not _has_verb(right):
+            continue
+        if _first_word(right) in _QUESTION_WORDS | _AUXILIARIES:
+            return [*_enumerate(left), *_split_clauses(right)]
+        if (stem := _STEM.match(left)) and _first_word(right) not in _QUESTION_WORDS:
+            return [left, *_split_clauses(f"{stem.group(1)} {right}")]
+    return _enumerate(question)
+
+
+def _enumerate(question: str) -> list[str]:
+    """"What is X, Y and Z" -> one question per item, when the items are plain noun phrases."""
+    match = _ENUMERATION.match(question)
+    if not match or re.search(r"\b(between|difference|compare|versus|vs)\b", question, re.IGNORECASE):
+        return [question]
+    stem, rest = match.groups()
+    items = [i.strip() for i in re.split(r",\s*(?:and\s+|or\s+)?|\s+and\s+", rest) if i.strip()]
+    plain = all(len(i.split()) <= 6 and not _has_verb(i) for i in items)
+    if len(items) < 2 or not plain or ("," not in rest and not all(extract_entities(i) for i in items)):
+        return [question]
+    singular = re.sub(r"\bare\b", "is", stem)
+    return [f"{stem if item.endswith('s') else singular} {item}" for item in items]
+
+
+def _resolve_it(clause: str, context: str) -> str:
+    """Replace an object "it" (clear it, avoid it) by the first entity of the context; a
+    subject "it" (does it, can it) is too often something else and is left alone."""
+    mentioned = [e for e in extract_entities(context) if e.split()[0] not in _QUESTION_WORDS]
+    if not mentioned:
+        return clause
+    antecedent = _surface(min(mentioned, key=lambda e: context.lower().find(e)), context)
+
+    def replace(match: re.Match[str]) -> str:
+        before = match.group(1)
+        return match.group(0) if before.lower() in _AUXILIARIES | _QUESTION_WORDS else f"{before} {antecedent}"
+
+    return re.sub(r"\b(\w+)\s+it\b", replace, clause)

@@ -1,0 +1,286 @@
+"""The offline answer backend: extractive MMR answers with citations, scored against the chunks.
+
+It is a deterministic method, not a language model. An answer is up to `max_sentences`
+sentences taken verbatim from the retrieved chunks, picked by Maximal Marginal Relevance
+over a blend of embedding similarity and query-term overlap, each followed by `[n]`, the
+1-based position of its chunk. Reflection, grading and gap finding measure the same two
+things an LLM judge would be asked about: is every sentence supported by a chunk, and does
+the answer address what the question asks.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.chunking import split_sentences
+from services.domain import Hit
+from services.embedding import encode
+from services.errors import InputError
+from services.llm import _lexical as lex
+from services.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
+
+PROMPT_VERSION = "offline-1"
+MODEL_ID = "extractive-mmr-v1"
+
+# Sentence relevance to the query. Cosine alone ranks fluent paraphrases of the question's
+# topic above the sentence that holds the asked-for fact; query-term overlap pulls the
+# sentence naming the question's entities and terms back up.
+RELEVANCE_COSINE_WEIGHT = 0.6
+RELEVANCE_LEXICAL_WEIGHT = 0.4
+RELEVANCE_FLOOR = 0.25  # below this a sentence is not about the question at all
+RELATIVE_FLOOR = 0.6  # ...or when it is this much weaker than the best sentence
+MAX_CANDIDATES = 80  # ~5 ms to embed a sentence on a laptop CPU: bounds per-query work
+MAX_SUPPORT_SENTENCES = 200
+PRF_DEPTH = 3  # the top chunks pseudo-relevance feedback trusts to be on topic
+
+# reflection_score = 0.4 grounding + 0.35 coverage + 0.25 relevance. Grounding leads, as
+# it is what reflection is for, but an extractive answer is grounded by construction, so on
+# its own it cannot tell a good answer from a quoted irrelevance: coverage (does the
+# answer mention what the question names) carries almost as much, and semantic relevance,
+# which is noisier (paraphrases score high, so do on-topic non-answers), the least.
+GROUNDING_WEIGHT = 0.4
+COVERAGE_WEIGHT = 0.35
+RELEVANCE_WEIGHT = 0.25
+SUPPORTED = 0.6  # every sentence at least this -> answer_grounded
+UNSUPPORTED = 0.4  # any sentence below this -> hallucination_detected
+REGENERATE_BELOW = 0.8  # seed 004's REFLECTION_MIN_SCORE
+# MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
+COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
+
+_MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+_CACHE_SIZE = 8192
+
+
+class OfflineBackend(AnswerBackend):
+    """Extractive answers and lexical-semantic judgements; no model is asked anything."""
+
+    name = "offline"
+    label = "offline (extractive)"
+    is_llm = False
+
+    def __init__(self, embedding_model: str = "all-MiniLM-L6-v2", max_sentences: int = 4,
+                 mmr_lambda: float = 0.7) -> None:
+        super().__init__()
+        if max_sentences < 1:
+            raise InputError(f"max_sentences must be at least 1, got {max_sentences}")
+        if not 0.0 <= mmr_lambda <= 1.0:
+            raise InputError(f"mmr_lambda must be between 0 and 1, got {mmr_lambda}")
+        self.embedding_model = embedding_model
+        self.max_sentences = max_sentences
+        self.mmr_lambda = mmr_lambda
+        # Reflection re-reads the sentences generation just embedded: keep their vectors.
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        return MODEL_ID
+
+    # --- the interface --------------------------------------------------------------------
+
+    def generate(self, query: str, chunks: Sequence[Hit]) -> Generation:
+        return self._timed("generate", PROMPT_VERSION, lambda: self._generate(query, list(chunks)))
+
+    def reflect(self, query: str, answer: str, chunks: Sequence[Hit]) -> Reflection:
+        return self._timed("reflect", PROMPT_VERSION, lambda: self._reflect(query, answer, list(chunks)))
+
+    def grade(self, query: str, answer: str) -> Grade:
+        return self._timed("grade", PROMPT_VERSION, lambda: self._grade(query, answer))
+
+    def identify_gaps(self, query: str, answer: str, chunks: Sequence[Hit]) -> list[str]:
+        return self._timed("identify_gaps", PROMPT_VERSION, lambda: lex.missing(
+            lex.query_terms(query), [strip_markers(answer), *(c.text for c in chunks)]))
+
+    def refine_query(self, query: str, feedback: str) -> str:
+        return self._timed("refine_query", PROMPT_VERSION, lambda: lex.refine(query, feedback))
+
+    def decompose(self, query: str) -> list[str]:
+        return self._timed("decompose", PROMPT_VERSION, lambda: lex.decompose(query))
+
+    # --- generation -----------------------------------------------------------------------
+
+    def _generate(self, query: str, chunks: list[Hit]) -> Generation:
+        candidates = _candidates(chunks, answerable_only=True, limit=MAX_CANDIDATES)
+        if not query.strip() or not candidates:
+            return Generation(answer="")
+        vectors = self._embed([query, *(seg.scoring for _, _, seg in candidates)])
+        sentence_vectors = vectors[1:]
+        terms = lex.query_terms(query)
+        cosine = np.clip(sentence_vectors @ vectors[0], 0.0, 1.0)
+        if terms:
+            lexical = np.array([lex.coverage(terms, seg.scoring) for _, _, seg in candidates])
+            relevance = RELEVANCE_COSINE_WEIGHT * cosine + RELEVANCE_LEXICAL_WEIGHT * lexical
+        else:
+            relevance = cosine
+        picked = self._mmr(relevance, sentence_vectors)
+        if not picked:
+            return Generation(answer="")
+        picked.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
+        parts, citations = [], []
+        for i in picked:
+            chunk_index, _, seg = candidates[i]
+            hit = chunks[chunk_index]
+            parts.append(f"{seg.display} [{chunk_index + 1}]")
+            citations.append(Citation(chunk_index + 1, hit.chunk_id, hit.document_id, hit.external_id, seg.quote))
+        return Generation(answer=" ".join(parts), citations=tuple(citations))
+
+    def _mmr(self, relevance: np.ndarray, vectors: np.ndarray) -> list[int]:
+        floor = max(RELEVANCE_FLOOR, RELATIVE_FLOOR * float(relevance.max()))
+        eligible = [i for i in range(len(relevance)) if relevance[i] >= floor]
+        similarity = vectors @ vectors.T
+        picked: list[int] = []
+        while eligible and len(picked) < self.max_sentences:
+            def gain(i: int) -> float:
+                redundancy = max((float(similarity[i, j]) for j in picked), default=0.0)
+                return self.mmr_lambda * float(relevance[i]) - (1 - self.mmr_lambda) * redundancy
+            best = max(eligible, key=lambda i: (round(gain(i), 6), -i))  # ties: earlier chunk wins
+            picked.append(best)
+            eligible.remove(best)
+        return picked
+
+    # --- judging --------------------------------------------------------------------------
+
+    def _reflect(self, query: str, answer: str, chunks: list[Hit]) -> Reflection:
+        sentences = answer_sentences(answer)
+        cited = sorted({int(n) for group in _MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
+        if not sentences:
+            return Reflection(False, False, 0.0, tuple(map(str, cited)), "no answer was produced", True, ())
+        support = self._support(sentences, chunks)
+        grounding = float(np.mean(support))
+        terms = lex.query_terms(query)
+        plain = " ".join(sentences)
+        coverage = lex.coverage(terms, plain)
+        relevance = self._relevance(query, plain)
+        score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
+        deficits = {"grounding": GROUNDING_WEIGHT * (1 - grounding), "coverage": COVERAGE_WEIGHT * (1 - coverage),
+                    "relevance": RELEVANCE_WEIGHT * (1 - relevance)}
+        weakest = max(deficits, key=lambda k: deficits[k])
+        if weakest == "coverage" and (absent := lex.missing(terms, [plain])):
+            reason = f"answer does not mention {lex.quoted_list(absent)} from the question"
+        elif weakest == "relevance":
+            reason = f"answer is only loosely related to the question (relevance {relevance:.2f})"
+        else:
+            low = int(np.argmin(support))
+            reason = (f"sentence {low + 1} is weakly supported ({support[low]:.2f})" if support[low] < SUPPORTED
+                      else f"every sentence is supported by the chunks (lowest {support[low]:.2f})")
+        if score >= REGENERATE_BELOW:
+            reason = f"answer is grounded and addresses the question; weakest part: {reason}"
+        return Reflection(
+            answer_grounded=bool(min(support) >= SUPPORTED),
+            hallucination_detected=bool(min(support) < UNSUPPORTED),
+            reflection_score=round(float(score), 4),
+            sources_cited=tuple(map(str, cited)),
+            reflection_reason=reason,
+            needs_regeneration=bool(score < REGENERATE_BELOW),
+            sentence_support=tuple(round(float(s), 4) for s in support),
+        )
+
+    def _support(self, sentences: list[str], chunks: list[Hit]) -> list[float]:
+        """Per answer sentence: the best 0.5 cosine + 0.5 containment over chunk sentences."""
+        pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)]
+        if not pool:
+            return [0.0] * len(sentences)
+        vectors = self._embed([*sentences, *pool])
+        cosine = np.clip(vectors[:len(sentences)] @ vectors[len(sentences):].T, 0.0, 1.0)
+        pool_stems = [lex.stems(p) for p in pool]
+        support = []
+        for i, sentence in enumerate(sentences):
+            own = lex.stems(sentence)
+            contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
+            support.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
+        return support
+
+    def _relevance(self, query: str, answer: str) -> float:
+        """cos(query, answer) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
+        if not query.strip() or not answer.strip():
+            return 0.0
+        vectors = self._embed([query, answer])
+        cosine = float(vectors[0] @ vectors[1])
+        return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
+
+    def _grade(self, query: str, answer: str) -> Grade:
+        plain = strip_markers(answer)
+        if not plain.strip():
+            return Grade(1, ("no answer was produced",), (query,) if query.strip() else ())
+        terms = lex.query_terms(query)
+        coverage = lex.coverage(terms, plain)
+        relevance = self._relevance(query, plain)
+        if coverage >= 0.9 and relevance >= 0.7:
+            score = 5
+        elif coverage >= 0.7 and relevance >= 0.5:
+            score = 4
+        elif coverage >= 0.5 or (coverage >= 0.3 and relevance >= 0.5):
+            score = 3
+        elif coverage > 0 or relevance >= 0.3:
+            score = 2
+        else:
+            score = 1
+        gaps = lex.missing(terms, [plain])
+        context = [t.surface for t in terms if t.surface not in gaps][:4]
+        refinements = tuple(" ".join([gap, *context]) for gap in gaps[:3])
+        return Grade(score, tuple(gaps), refinements)
+
+    # --- embeddings -----------------------------------------------------------------------
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors for `texts`, encoding only those not seen before, in one batch."""
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+            if missing:
+                for text, vector in zip(missing, encode(self.embedding_model, missing), strict=True):
+                    self._vectors[text] = vector
+                while len(self._vectors) > _CACHE_SIZE:
+                    self._vectors.popitem(last=False)
+            for text in texts:
+                self._vectors.move_to_end(text)
+            return np.stack([self._vectors[t] for t in texts])
+
+
+def _candidates(chunks: Sequence[Hit], *, answerable_only: bool, limit: int) -> list[tuple[int, int, lex.Segment]]:
+    """(chunk index, position, segment) in rank order; a sentence repeated by chunk
+    overlap is kept once, in its best-ranked chunk."""
+    seen: set[str] = set()
+    found = []
+    for chunk_index, hit in enumerate(chunks):
+        for position, seg in enumerate(lex.segment_chunk(hit.text)):
+            if (answerable_only and not seg.answerable) or not seg.scoring or seg.scoring in seen:
+                continue
+            seen.add(seg.scoring)
+            found.append((chunk_index, position, seg))
+            if len(found) == limit:
+                return found
+    return found
+
+
+def strip_markers(answer: str) -> str:
+    return " ".join(_MARKERS.sub(" ", answer).split())
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """The answer's sentences without citation markers, as the chunks' sentences are scored."""
+    sentences = []
+    for piece in _MARKERS.split(answer)[::2]:  # split() interleaves the captured marker text
+        sentences.extend(lex.clean(x) for x in split_sentences(piece))
+    return [s for s in sentences if any(ch.isalnum() for ch in s)]
+
+
+def prf_terms(query: str, chunks: Sequence[Hit], n: int = 5) -> list[str]:
+    """Pseudo-relevance-feedback terms from the top chunks, for a `prf:` feedback line."""
+    return lex.prf_terms(query, [c.text for c in chunks[:PRF_DEPTH]], n)
+
+
+def compose_feedback(reason: str, *, gaps: Sequence[str] = (), prf: Sequence[str] = ()) -> str:
+    """Feedback in the shape refine_query reads: the reason, then `gaps:` and `prf:` lines."""
+    lines = [reason.strip()]
+    if gaps:
+        lines.append("gaps: " + ", ".join(gaps))
+    if prf:
+        lines.append("prf: " + " ".join(prf))
+    return "\n".join(line for line in lines if line)
+
+register_backend("offline", OfflineBackend)
