@@ -158,6 +158,31 @@ class Run(Base):
     outcome_note: Mapped[str] = mapped_column(Text, default="")
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Current review state; review_version guards it (optimistic locking).
+    review_version: Mapped[int] = mapped_column(Integer, default=0)
+    reviewer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    corrected_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    review_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ReviewHistory(Base):
+    """Every landed review action, append-only."""
+
+    __tablename__ = "review_history"
+    __table_args__ = (UniqueConstraint("run_id", "version"),)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(Text)
+    reviewer: Mapped[str] = mapped_column(Text)
+    previous_status: Mapped[str] = mapped_column(Text)
+    new_status: Mapped[str] = mapped_column(Text)
+    flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    corrected_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class RunIteration(Base):

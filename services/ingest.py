@@ -147,11 +147,14 @@ def _write_batch(docs: list[SourceDocument], collection: str, summary: IngestSum
     """Prepare (chunk + embed) outside the transaction, then write the batch atomically."""
     docs = _dedupe(docs, summary)
     with transaction(settings) as session:
-        collection_id = _collection_id(session, collection)
-        known = _known_hashes(session, collection_id, [d.external_id for d in docs])
+        # Only look here: a new collection is created in the write transaction below, so
+        # a failed ingest does not leave an empty collection behind.
+        found = session.scalar(select(Collection.id).where(Collection.name == collection))
+        known = {} if found is None else _known_hashes(session, found, [d.external_id for d in docs])
     todo = [d for d in docs if known.get(d.external_id) != content_hash(d)]
     prepared = _prepare(todo, settings)
     with transaction(settings) as session:
+        collection_id = _collection_id(session, collection)
         # Locking the stats row serializes writers per collection: df counts and the
         # hash re-check below stay exact even with concurrent ingests.
         lock_collection(session, collection_id)

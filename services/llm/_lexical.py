@@ -21,14 +21,18 @@ _QUESTION_WORDS = frozenset("what how why when where which who whom whose".split
 _AUXILIARIES = frozenset("is are was were do does did can could should would will has have had must may might".split())
 # Words a question is phrased with rather than about: an answer need not repeat them.
 _FILLER = frozenset(
-    """often much many long mean means meaning take takes get gets need needs know tell explain
-    describe happen happens use used using way also else exactly possible please make makes""".split()
+    """often much many long mean means meaning take takes get gets getting need needs know tell
+    explain describe happen happens use used using way also else exactly possible please make makes
+    come comes keep keeps kept more most before after between because must done up any some all
+    each other only just""".split()
 )
 _VERBS = _AUXILIARIES | frozenset(
     """be been mean means cause causes clear reset replace set configure avoid take takes need happen
     happens work works move moves raise raised change check fix use stop start run go""".split()
 )
 _MIN_ANSWER_TOKENS = 3
+# A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.
+_NOT_A_STATEMENT = re.compile(r"\?\W*$|```|\|[^|]*\|")
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,8 @@ def segment_chunk(text: str) -> tuple[Segment, ...]:
             tokens = tokenize(scoring)
             letters = sum(ch.isalnum() for ch in scoring)
             answerable = (not _HEADING.match(quote) and len(tokens) >= _MIN_ANSWER_TOKENS
-                          and letters >= 0.5 * len(scoring.replace(" ", "")))
+                          and letters >= 0.5 * len(scoring.replace(" ", "")) and not _NOT_A_STATEMENT.search(
+                              display if is_table else quote))
             segments.append(Segment(quote, display, scoring, answerable))
         offset = start + len(run)
     return tuple(segments)
@@ -93,13 +98,18 @@ def _runs(text: str) -> list[tuple[bool, str]]:
 
 
 def _prose(run: str) -> list[tuple[str, str]]:
-    found, cursor = [], 0
+    found: list[tuple[str, str]] = []
+    cursor, pending = 0, ""
     for sentence in split_sentences(run):
-        span = _locate(sentence, run, cursor)
-        if span is None:
-            continue  # pysbd changed the text; a sentence we cannot quote exactly is not used
-        found.append((run[span[0]:span[1]], _LEADING_MARKER.sub("", sentence)))
-        cursor = span[1]
+        # pysbd ends a sentence at the "." inside `$INTP_CFG.$MAX_CALL_DEPTH`: rejoin code spans.
+        pending = f"{pending} {sentence}" if pending else sentence
+        if pending.count("`") % 2:
+            continue
+        span = _locate(pending, run, cursor)
+        if span is not None:  # pysbd changed the text: a sentence we cannot quote is not used
+            found.append((run[span[0]:span[1]], _LEADING_MARKER.sub("", pending)))
+            cursor = span[1]
+        pending = ""
     return found
 
 
@@ -152,8 +162,8 @@ def query_terms(query: str) -> tuple[Term, ...]:
     seen = set(entity_stems)
     for word in _WORD.findall(query):
         lowered = word.lower()
-        if lowered in STOPWORDS or lowered in _FILLER or len(lowered) < 2:
-            continue
+        if lowered in STOPWORDS or lowered in _FILLER or (len(lowered) < 3 and word.islower()):
+            continue  # "re" of re-validated; "J2", "T1", "IP" stay
         stem = tokenize(lowered)
         if stem and stem[0] not in seen:
             seen.add(stem[0])

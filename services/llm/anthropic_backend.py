@@ -320,7 +320,8 @@ class AnthropicBackend(AnswerBackend):
         started = time.perf_counter()
         tokens = (0, 0)
         try:
-            # This SDK release has no typed `temperature` argument; the API still reads it from the body.
+            # anthropic 2.x has no typed `temperature` argument, so it rides in the body; a model that
+            # rejects it answers HTTP 400, which _describe_api_error names.
             response = self._client.messages.create(
                 model=self._model, max_tokens=self._max_tokens, system=tool.system, messages=messages,
                 tools=[tool.param()], tool_choice=tool_choice, extra_body={"temperature": self._temperature},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -351,7 +352,7 @@ def test_second_identical_generate_is_served_from_the_database_cache(clean_db, s
 def test_a_different_chunk_text_is_a_different_cache_entry(clean_db, settings):
     api = FakeAnthropic(message(tool_use("submit_answer", GOOD_GENERATE)))
     backend = backend_for(api, cache=DatabaseCache(settings))
-    edited = (HITS[0].__class__(**{**HITS[0].to_dict(), "text": HITS[0].text + " Log each result."}),) + HITS[1:]
+    edited = (dataclasses.replace(HITS[0], text=HITS[0].text + " Log each result."), *HITS[1:])
 
     backend.generate(QUESTION, HITS)
     backend.generate(QUESTION, edited)

@@ -1,0 +1,150 @@
+"""Retrieval evaluation: a hand-made BEIR set checked against pytrec_eval, the full SQuAD
+run through `workbench eval`, and the errors bad eval inputs give."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import pytrec_eval
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.errors import InputError
+from services.evaluation import DOC_DEPTH, EvalQuery, evaluate, load_qrels, load_queries
+from services.ingest import ingest_paths
+from services.retrieval import default_params, search
+
+TINY = "tiny-eval"
+TINY_DOCS = [
+    {"_id": "d1", "title": "Photosynthesis",
+     "text": "Plants use chlorophyll to turn sunlight, water and carbon dioxide into glucose and oxygen."},
+    {"_id": "d2", "title": "Volcanoes",
+     "text": "A volcano erupts when magma rises through the crust and escapes as lava and ash."},
+    {"_id": "d3", "title": "Tides",
+     "text": "Ocean tides are caused by the gravitational pull of the moon and the sun on the sea."},
+]
+TINY_QUERIES = [
+    EvalQuery("q1", "How do plants turn sunlight into glucose?"),
+    EvalQuery("q2", "What makes a volcano erupt?"),
+    EvalQuery("q3", "Why does the sea have tides?"),
+    EvalQuery("q-unjudged", "Who painted the Mona Lisa?"),
+]
+# q3 grades the photosynthesis page above the tides page on purpose, so nDCG@10 is not 1.
+TINY_QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1, "d1": 2}}
+
+
+@pytest.fixture()
+def tiny_collection(clean_db, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in TINY_DOCS), encoding="utf-8")
+    summary = ingest_paths([corpus], collection=TINY)
+    assert summary.ingested == 3
+    return TINY
+
+
+def _run_for(mode: str, queries: list[EvalQuery], collection: str) -> dict[str, dict[str, float]]:
+    """The document run evaluate() scores: chunk hits, each document at its best chunk."""
+    params = default_params(mode=mode, k=DOC_DEPTH * 2, depth=DOC_DEPTH * 2, collection=collection)
+    run = {}
+    for query in queries:
+        ranked: list[str] = []
+        for hit in search(query.text, params).hits:
+            if hit.external_id not in ranked:
+                ranked.append(hit.external_id)
+        run[query.query_id] = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked[:DOC_DEPTH])}
+    return run
+
+
+def test_tiny_beir_metrics_match_pytrec_eval(tiny_collection):  # type: ignore[no-untyped-def]
+    reports = evaluate(TINY_QUERIES, TINY_QRELS, collection=tiny_collection)
+    assert [r.mode for r in reports] == ["bm25", "dense", "hybrid"]
+    judged = [q for q in TINY_QUERIES if q.query_id in TINY_QRELS]
+    evaluator = pytrec_eval.RelevanceEvaluator(TINY_QRELS, {"ndcg_cut.10", "recip_rank", "recall.100"})
+    for report in reports:
+        assert set(report.metrics) == {"ndcg@10", "recall@100", "mrr@10"}
+        assert all(0.0 <= v <= 1.0 for v in report.metrics.values()), report
+        assert [p["query_id"] for p in report.per_query] == ["q1", "q2", "q3"]  # unjudged query left out
+        per_query = evaluator.evaluate(_run_for(report.mode, judged, tiny_collection))
+        assert set(per_query) == {"q1", "q2", "q3"}
+        for ours, theirs in (("ndcg@10", "ndcg_cut_10"), ("mrr@10", "recip_rank"), ("recall@100", "recall_100")):
+            expected = sum(m[theirs] for m in per_query.values()) / len(per_query)
+            assert report.metrics[ours] == pytest.approx(expected, abs=1e-12), (report.mode, ours)
+        assert per_query["q1"]["recip_rank"] == 1.0 and per_query["q2"]["recip_rank"] == 1.0
+        assert report.metrics["ndcg@10"] < 1.0  # q3's graded judgement is not met by any sane ranking
+        # every judged query finds a relevant document in its top 10: AUROC is undefined
+        assert all(p["hit_at_10"] for p in report.per_query)
+        assert report.confidence_auroc is None
+        assert all(0.0 <= float(p["confidence"]) <= 1.0 for p in report.per_query)
+
+
+def test_relevant_document_ranked_first_gives_mrr_one(tiny_collection):  # type: ignore[no-untyped-def]
+    for report in evaluate(TINY_QUERIES[:2], TINY_QRELS, collection=tiny_collection):
+        assert report.metrics["mrr@10"] == 1.0, report.mode
+        assert report.metrics["ndcg@10"] == pytest.approx(1.0), report.mode
+        assert report.metrics["recall@100"] == 1.0, report.mode
+
+
+def test_evaluate_rejects_unknown_modes_and_unjudged_sets(tiny_collection):  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="unknown mode.*semantic"):
+        evaluate(TINY_QUERIES, TINY_QRELS, modes=["bm25", "semantic"], collection=tiny_collection)
+    with pytest.raises(InputError, match="none of the queries has a relevance judgement"):
+        evaluate(TINY_QUERIES[3:], TINY_QRELS, collection=tiny_collection)
+
+
+# --- the real check: the whole SQuAD half-dev set through the CLI -----------------------
+
+def test_workbench_eval_on_squad_meets_the_quality_bar(squad_collection, squad_dir):  # type: ignore[no-untyped-def]
+    """All judged queries (about 2,900), three modes: measured at about 3.5 minutes here,
+    under the 4-minute budget, so no --limit."""
+    qrels_path = squad_dir / "qrels" / "test.tsv"
+    args = ["eval", "--corpus", str(squad_dir / "corpus.jsonl"), "--queries", str(squad_dir / "queries.jsonl"),
+            "--qrels", str(qrels_path), "--modes", "bm25,dense,hybrid", "--json", "--collection", squad_collection]
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, args)
+    elapsed = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+
+    judged = {q.query_id for q in load_queries(squad_dir / "queries.jsonl")} & set(load_qrels(qrels_path))
+    assert data["collection"] == squad_collection
+    assert data["queries"] == len(judged) > 2000
+    print(f"\nworkbench eval: {data['queries']} queries, {elapsed:.0f} s")
+    for mode in ("bm25", "dense", "hybrid"):
+        m = data["modes"][mode]
+        print(f"  {mode:7} nDCG@10={m['ndcg@10']:.4f} R@100={m['recall@100']:.4f} "
+              f"MRR@10={m['mrr@10']:.4f} AUROC={m['confidence_auroc']:.4f}")
+        assert all(0.0 <= m[k] <= 1.0 for k in ("ndcg@10", "recall@100", "mrr@10"))
+        assert m["recall@100"] >= 0.95, mode
+        assert isinstance(m["confidence_auroc"], float) and 0.5 < m["confidence_auroc"] <= 1.0, mode
+    assert data["modes"]["hybrid"]["ndcg@10"] >= 0.85
+
+
+# --- bad eval inputs -------------------------------------------------------------------
+
+def _write_queries(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"_id": q.query_id, "text": q.text}) + "\n" for q in TINY_QUERIES))
+    return path
+
+
+@pytest.mark.parametrize("bad_line", ["q2\td2", "q2\td2\thigh"])
+def test_eval_with_malformed_qrels_line_exits_1_naming_the_line(tmp_path, bad_line):  # type: ignore[no-untyped-def]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text(f"query-id\tcorpus-id\tscore\nq1\td1\t1\n{bad_line}\nq3\td3\t1\n")
+    result = CliRunner().invoke(app, ["eval", "--queries", str(_write_queries(tmp_path / "q.jsonl")),
+                                      "--qrels", str(qrels), "--json"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ")
+    assert "line 3" in result.stderr and str(qrels) in result.stderr
+    assert result.stdout == ""
+
+
+def test_eval_with_unknown_mode_exits_1(tmp_path):  # type: ignore[no-untyped-def]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\td1\t1\n")
+    result = CliRunner().invoke(app, ["eval", "--queries", str(_write_queries(tmp_path / "q.jsonl")),
+                                      "--qrels", str(qrels), "--modes", "bm25,semantic"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ") and "semantic" in result.stderr
