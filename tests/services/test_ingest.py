@@ -158,7 +158,8 @@ def test_ingest_every_format_keeps_counts_and_bm25_statistics_exact(clean_db, en
             "SELECT d.title, c.text, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE d.external_id = 'faq-1'")).one()
     again = embedding.encode(settings.embedding_model, [indexed_text(title, body)])[0]
-    assert float(np.dot(np.asarray(stored), again)) == pytest.approx(1.0, abs=1e-5)
+    stored = np.asarray(stored.to_numpy() if hasattr(stored, "to_numpy") else stored, dtype=np.float64)
+    assert float(np.dot(stored, again)) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_reingesting_identical_content_changes_nothing(clean_db, engine, tmp_path):  # type: ignore[no-untyped-def]

@@ -173,6 +173,11 @@ def test_hybrid_hits_carry_both_legs_exactly_as_the_legs_report_them(squad_queri
 
 # --- dense -----------------------------------------------------------------------------
 
+def _as_list(vector) -> list[float]:  # type: ignore[no-untyped-def]
+    """A stored vector as floats, whether the driver hands back a pgvector Vector or numpy."""
+    return vector.to_list() if hasattr(vector, "to_list") else list(vector)
+
+
 def test_dense_similarity_is_one_minus_cosine_distance_of_stored_vectors(engine, squad_queries, squad_collection, settings):  # type: ignore[no-untyped-def]
     with engine.connect() as conn:
         rows = conn.execute(
@@ -181,7 +186,7 @@ def test_dense_similarity_is_one_minus_cosine_distance_of_stored_vectors(engine,
             {"name": squad_collection},
         ).all()
     ids = np.array([r.id for r in rows])
-    matrix = np.array([np.asarray(r.embedding, dtype=np.float64) for r in rows])
+    matrix = np.array([np.asarray(_as_list(r.embedding), dtype=np.float64) for r in rows])
     matrix_unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     for query in squad_queries[:20]:
         hits = search(query, _params(squad_collection, mode="dense", k=10, depth=DEPTH)).hits
