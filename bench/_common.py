@@ -39,7 +39,7 @@ def phase(name: str, timings: dict[str, float] | None = None) -> Iterator[None]:
     seconds = time.perf_counter() - started
     if timings is not None:
         timings[name] = round(seconds, 2)
-    log(f"{name}: {seconds:.1f} s")
+    log(f"{name}: {seconds:.1f} s (1-min load average {os.getloadavg()[0]:.1f})")
 
 
 def emit(result: dict[str, Any]) -> None:

@@ -85,12 +85,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="embedded server data dir (default: a fresh dir under /tmp); ignored with DATABASE_URL")
     parser.add_argument("--ingest-docs", type=int, default=300, help="SQuAD paragraphs for the ingest ratio")
+    parser.add_argument("--passes", type=int, default=3, help="passes over the queries per mode (default 3)")
     parser.add_argument("--confidence-reps", type=int, default=200, help="repetitions per query for confidence_ms")
+    parser.add_argument("--ingest-rounds", type=int, default=3, help="ingest / bare-encode rounds (fastest counts)")
     parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE even when targets are met")
     parser.add_argument("--keep", action="store_true", help="keep the data dir (or the bench collections)")
     args = parser.parse_args(argv)
-    if args.chunks < 1000 or args.queries < 1:
-        parser.error("--chunks must be at least 1000 and --queries at least 1")
+    if args.chunks < 1000 or args.queries < 1 or args.passes < 1 or args.ingest_rounds < 1:
+        parser.error("--chunks must be at least 1000; --queries, --passes and --ingest-rounds at least 1")
     return args
 
 
@@ -125,6 +127,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
 
     warm, timed = slice(0, WARMUP_QUERIES), slice(WARMUP_QUERIES, None)
     latencies: dict[str, list[float]] = {}
+    best_of: dict[str, list[float]] = {}
     results: dict[str, list[Any]] = {}
     load_before = os.getloadavg()[0]
     gc.collect()
@@ -133,7 +136,12 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         with phase(f"time {mode} search x {len(queries[timed])}", timings):
             _time_mode(settings, mode, queries[warm], query_vectors[warm])
             latencies[mode], results[mode] = _time_mode(settings, mode, queries[timed], query_vectors[timed])
-        log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms")
+            passes = [latencies[mode]]
+            for _ in range(args.passes - 1):
+                passes.append(_time_mode(settings, mode, queries[timed], query_vectors[timed])[0])
+            best_of[mode] = [min(samples) for samples in zip(*passes, strict=True)]
+        log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms; "
+            f"best of {args.passes} p50 {median(best_of[mode]):.2f} ms")
     gc.unfreeze()
     load_after = os.getloadavg()[0]
 
@@ -147,7 +155,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     with phase("confidence scoring", timings):
         confidence_ms = _time_confidence(results["hybrid"], args.confidence_reps)
     with phase(f"ingest ratio ({args.ingest_docs} SQuAD paragraphs, real model)", timings):
-        ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs])
+        ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs], args.ingest_rounds)
 
     bm25_p50 = median(latencies["bm25"])
     out: dict[str, Any] = {
@@ -156,20 +164,25 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "hybrid_p95_ms": rounded(percentile(latencies["hybrid"], 95), 2),
         "bm25_speedup_vs_rank_bm25": rounded(reference["rank_bm25_p50_ms"] / bm25_p50, 1),
         "bm25_top10_agreement": rounded(reference["agreement"], 4),
-        "confidence_ms": rounded(confidence_ms, 4),
+        "confidence_ms": rounded(confidence_ms[0], 4),
         "ingest_ratio": rounded(ingest["ratio"], 3),
         "bm25_p50_ms": rounded(bm25_p50, 2),
         "bm25_p95_ms": rounded(percentile(latencies["bm25"], 95), 2),
         "dense_p50_ms": rounded(median(latencies["dense"]), 2),
         "dense_p95_ms": rounded(percentile(latencies["dense"], 95), 2),
         "rank_bm25_p50_ms": rounded(reference["rank_bm25_p50_ms"], 1),
+        f"hybrid_p50_ms_best_of_{args.passes}": rounded(median(best_of["hybrid"]), 2),
+        f"bm25_p50_ms_best_of_{args.passes}": rounded(median(best_of["bm25"]), 2),
+        f"dense_p50_ms_best_of_{args.passes}": rounded(median(best_of["dense"]), 2),
         "bm25_max_abs_score_diff": reference["max_abs_diff"],
+        "confidence_p95_ms": rounded(confidence_ms[1], 4),
         "n_queries": len(latencies["hybrid"]),
         "dense_vectors": f"stand-in TF-IDF+SVD {settings.embedding_dim}-d (not {settings.embedding_model})",
         "ingest": ingest["detail"],
         "store": store,
         "timing": "wall time of search_in_session per query in one read session, query vector precomputed; "
-                  f"{WARMUP_QUERIES} other queries warm up each mode",
+                  f"{WARMUP_QUERIES} other queries warm up each mode; p50/p95 from the first pass over the "
+                  f"queries, best_of = per-query minimum over {args.passes} passes (robust to CPU contention)",
         "load_avg_1m_during_timing": [round(load_before, 2), round(load_after, 2)],
         "machine": machine(),
         "date": today(),
@@ -294,24 +307,37 @@ def _compare_rank_bm25(settings, texts: list[str], chunk_ids: list[int], queries
     return {"rank_bm25_p50_ms": median(times), "agreement": float(np.mean(agreements)), "max_abs_diff": max_diff}
 
 
-def _time_confidence(results: list[Any], reps: int) -> float:
-    """Median over queries of the mean time of one score_retrieval call, in ms."""
+def _time_confidence(results: list[Any], reps: int) -> tuple[float, float]:
+    """Median and p95 over queries of one score_retrieval call, in ms.
+
+    Per query: `reps` calls in 5 blocks; the fastest block's mean counts, so a block in
+    which another process took the CPU does not.
+    """
     from services.confidence import score_retrieval
 
     for result in results[:5]:
         score_retrieval(result)
+    block = max(1, reps // 5)
     per_query = []
     for result in results:
-        started = time.perf_counter()
-        for _ in range(reps):
-            score_retrieval(result)
-        per_query.append((time.perf_counter() - started) * 1000 / reps)
+        blocks = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(block):
+                score_retrieval(result)
+            blocks.append((time.perf_counter() - started) * 1000 / block)
+        per_query.append(min(blocks))
     log(f"  score_retrieval: median {median(per_query):.4f} ms, p95 {percentile(per_query, 95):.4f} ms")
-    return median(per_query)
+    return median(per_query), percentile(per_query, 95)
 
 
-def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """Ingest throughput / bare encode throughput on the very chunk texts ingest produced."""
+def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Ingest throughput / bare encode throughput on the very chunk texts ingest produced.
+
+    Rounds interleave ingest (into a fresh collection), bare encode and encode in ingest's
+    per-batch calls; the fastest of each counts, which filters out CPU taken by other
+    processes on a shared machine.
+    """
     from sqlalchemy import text
 
     from services import embedding
@@ -325,50 +351,58 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]]) -> dict[st
     # Warm up everything ingest touches: model, tokenizer, sentence splitter, DB pool.
     count_tokens = embedding.token_counter(model_name)
     embedding.encode(model_name, [indexed_text(d.title, d.text) for d in docs[:64]], batch_size=batch_size)
-    with transaction(settings) as session:
-        reset_collection(session, INGEST_COLLECTION)
 
-    started = time.perf_counter()
-    summary = ingest_documents(docs, collection=INGEST_COLLECTION, settings=settings)
-    ingest_s = time.perf_counter() - started
-    with transaction(settings) as session:
-        rows = session.execute(text(_INGESTED_TEXTS), {"name": INGEST_COLLECTION}).all()
-    chunk_texts = [indexed_text(title, body) for _, title, body in rows]
-    assert len(chunk_texts) == summary.chunks_added, (len(chunk_texts), summary.chunks_added)
-
-    encode_runs = []
-    for _ in range(3):
+    load_before = os.getloadavg()[0]
+    ingest_runs: list[float] = []
+    encode_runs: list[float] = []
+    batched_runs: list[float] = []
+    chunk_texts: list[str] = []
+    batches: list[list[str]] = []
+    for round_ in range(rounds):
+        with transaction(settings) as session:
+            reset_collection(session, INGEST_COLLECTION)
+        started = time.perf_counter()
+        summary = ingest_documents(docs, collection=INGEST_COLLECTION, settings=settings)
+        ingest_runs.append(time.perf_counter() - started)
+        if not chunk_texts:
+            with transaction(settings) as session:
+                rows = session.execute(text(_INGESTED_TEXTS), {"name": INGEST_COLLECTION}).all()
+            chunk_texts = [indexed_text(title, body) for _, title, body in rows]
+            by_document: dict[str, list[str]] = {}
+            for external_id, title, body in rows:
+                by_document.setdefault(external_id, []).append(indexed_text(title, body))
+            batches = [[t for d in docs[i:i + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
+                       for i in range(0, len(docs), BATCH_DOCUMENTS)]
+        assert len(chunk_texts) == summary.chunks_added, (len(chunk_texts), summary.chunks_added)
         started = time.perf_counter()
         embedding.encode(model_name, chunk_texts, batch_size=batch_size)
         encode_runs.append(time.perf_counter() - started)
-    encode_s = median(encode_runs)
+        started = time.perf_counter()
+        for batch in batches:  # what ingest's encode calls see: one call per document batch
+            embedding.encode(model_name, batch, batch_size=batch_size)
+        batched_runs.append(time.perf_counter() - started)
+        log(f"  round {round_ + 1}: ingest {ingest_runs[-1]:.2f} s, bare encode {encode_runs[-1]:.2f} s, "
+            f"encode in ingest-sized calls {batched_runs[-1]:.2f} s")
 
-    # Where the difference goes: chunking alone, and encoding in ingest's per-batch calls.
     started = time.perf_counter()
     for doc in docs:
         chunk_text(doc.text, count_tokens=count_tokens, max_tokens=settings.chunk_tokens,
                    overlap_tokens=settings.chunk_overlap_tokens)
     chunking_s = time.perf_counter() - started
-    by_document: dict[str, list[str]] = {}
-    for external_id, title, body in rows:
-        by_document.setdefault(external_id, []).append(indexed_text(title, body))
-    started = time.perf_counter()
-    for start in range(0, len(docs), BATCH_DOCUMENTS):
-        batch = [t for d in docs[start:start + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
-        embedding.encode(model_name, batch, batch_size=batch_size)
-    batched_s = time.perf_counter() - started
 
-    n = len(chunk_texts)
+    n, ingest_s, encode_s = len(chunk_texts), min(ingest_runs), min(encode_runs)
     ratio = (n / ingest_s) / (n / encode_s)
-    log(f"  {len(docs)} docs -> {n} chunks: ingest {ingest_s:.2f} s ({n / ingest_s:.1f}/s), bare encode "
-        f"{encode_s:.2f} s ({n / encode_s:.1f}/s), ratio {ratio:.3f}; chunking {chunking_s:.2f} s, "
-        f"encode in ingest-sized batches {batched_s:.2f} s")
+    log(f"  {len(docs)} docs -> {n} chunks: ingest {n / ingest_s:.1f} chunks/s, bare encode {n / encode_s:.1f} "
+        f"chunks/s, ratio {ratio:.3f}")
     return {"ratio": ratio, "detail": {
-        "documents": len(docs), "chunks": n, "ingest_s": round(ingest_s, 2),
-        "ingest_chunks_per_s": round(n / ingest_s, 1), "encode_s": round(encode_s, 2),
-        "encode_chunks_per_s": round(n / encode_s, 1), "encode_runs_s": [round(s, 2) for s in encode_runs],
-        "chunking_s": round(chunking_s, 2), "encode_in_ingest_batches_s": round(batched_s, 2),
-        "store_chunks_before": "after the bench corpus load (HNSW index populated)",
+        "documents": len(docs), "chunks": n, "rounds": rounds,
+        "ingest_s": round(ingest_s, 2), "ingest_chunks_per_s": round(n / ingest_s, 1),
+        "encode_s": round(encode_s, 2), "encode_chunks_per_s": round(n / encode_s, 1),
+        "encode_in_ingest_sized_calls_s": round(min(batched_runs), 2), "chunking_s": round(chunking_s, 2),
+        "runs_s": {"ingest": [round(x, 2) for x in ingest_runs], "encode": [round(x, 2) for x in encode_runs],
+                   "encode_in_ingest_sized_calls": [round(x, 2) for x in batched_runs]},
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "note": "fastest round of each; ingested next to the bench collection (HNSW index populated)",
     }}
 
 

@@ -188,6 +188,36 @@ def ask(
         _fail(exc)
 
 
+@app.command("export")
+def export_runs(
+    output: Path = typer.Option(..., "-o", "--output", help="File to write; replaced atomically, never left half-written."),
+    fmt: str = typer.Option("jsonl", "--format", help="csv, jsonl or parquet."),
+    status: Optional[list[str]] = typer.Option(None, "--status", help="Status to include; repeat or comma-separate (default: all)."),
+    verdict: Optional[str] = typer.Option(None, help="Current review verdict: approved, flagged or corrected."),
+    reviewer: Optional[str] = typer.Option(None, help="Exact reviewer name."),
+    since: Optional[str] = typer.Option(None, help="ISO date or datetime, inclusive (UTC when no offset is given)."),
+    until: Optional[str] = typer.Option(None, help="ISO datetime, exclusive; a bare date includes that whole day."),
+    date_field: str = typer.Option("created", "--date-field", help="What --since/--until bound: created or reviewed."),
+    profile: Optional[str] = typer.Option(None, help='Weights profile label, e.g. "default v1".'),
+    collection: Optional[str] = typer.Option(None, help="Only runs against this collection."),
+) -> None:
+    """Export runs with their reviews (one record per run) for audits or fine-tuning sets."""
+    from services.export import ExportFilters, check_format, export_records, parse_when, write_export
+
+    try:
+        filters = ExportFilters(
+            statuses=tuple(s.strip() for item in status or () for s in item.split(",") if s.strip()),
+            verdict=verdict, reviewer=reviewer, date_field=date_field, profile=profile, collection=collection,
+            since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
+        )
+        check_format(fmt)
+        records = export_records(filters)
+        write_export(records, fmt, output)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(f"exported {len(records)} records to {output}", err=True)
+
+
 @app.command()
 def serve(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
     """Start the database, load the demo corpus when empty, and run the workbench UI."""

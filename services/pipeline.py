@@ -252,13 +252,12 @@ def merge_results(results: Sequence[RetrievalResult], *, k: int, rrf_k: int = 60
                 best[hit.chunk_id] = hit
     order = sorted(scores, key=lambda cid: (-scores[cid], cid))[:k]
     hits = tuple(dataclasses.replace(best[cid], rank=i + 1, fused_score=scores[cid]) for i, cid in enumerate(order))
-    first = results[0]
+    first = results[0]  # the original question: its entities are what graph support checks
     return dataclasses.replace(first, query=" | ".join(r.query for r in results), hits=hits,
-                               query_entities=tuple(dict.fromkeys(e for r in results for e in r.query_entities)),
                                latency_ms=sum(r.latency_ms for r in results))
 
 
-_CHUNK_VECTORS = "SELECT id, embedding FROM chunks WHERE id = ANY(:ids)"
+_CHUNK_VECTORS = "SELECT id, CAST(embedding AS real[]) FROM chunks WHERE id = ANY(:ids)"
 
 
 def _chunk_vectors(session: Session, chunk_ids: list[int]) -> np.ndarray | None:
@@ -280,7 +279,7 @@ def _next_plan(query: str, iteration: Iteration, backend: AnswerBackend, fallbac
             emit("llm_error", f"decompose failed ({exc.kind}): {exc}", stage="decompose", kind=exc.kind)
             parts = (query,)
         emit("refinement_queries_generated", f"{len(parts)} sub-questions", refined_queries=list(parts))
-        return _Plan(parts, sub_queries=parts)
+        return _Plan(tuple(dict.fromkeys([query, *parts])), sub_queries=parts)
     gaps = list(iteration.gaps) or list((iteration.grade or {}).get("gaps", ()))
     feedback = "\n".join(filter(None, [
         (iteration.reflection or {}).get("reflection_reason", ""),
@@ -293,7 +292,9 @@ def _next_plan(query: str, iteration: Iteration, backend: AnswerBackend, fallbac
         emit("llm_error", f"refine_query failed ({exc.kind}): {exc}", stage="refine_query", kind=exc.kind)
         refined = query
     gap_queries = [f"{gap} {' '.join(query.split()[:5])}" for gap in gaps[:GAP_QUERY_LIMIT]]
-    queries = tuple(dict.fromkeys([refined, *gap_queries]))
+    # The original question stays in the pool: refinements add evidence, they do not
+    # replace the question the confidence is about.
+    queries = tuple(dict.fromkeys([query, refined, *gap_queries]))
     emit("refinement_triggered", f"Low confidence - refining (attempt {iteration.ordinal})",
          attempt=iteration.ordinal, gaps=gaps, refined_queries=list(queries))
     emit("refinement_queries_generated", f"{len(queries)} refined queries", refined_queries=list(queries))

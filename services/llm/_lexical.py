@@ -107,7 +107,8 @@ def _prose(run: str) -> list[tuple[str, str]]:
             continue
         span = _locate(pending, run, cursor)
         if span is not None:  # pysbd changed the text: a sentence we cannot quote is not used
-            found.append((run[span[0]:span[1]], _LEADING_MARKER.sub("", pending)))
+            quote = run[span[0]:span[1]]
+            found.append((quote, _LEADING_MARKER.sub("", " ".join(quote.split()))))
             cursor = span[1]
         pending = ""
     return found
@@ -117,8 +118,9 @@ def _locate(sentence: str, text: str, start: int) -> tuple[int, int] | None:
     index = text.find(sentence, start)
     if index >= 0:
         return index, index + len(sentence)
-    # split_sentences normalizes whitespace; the chunk may hard-wrap inside a sentence.
-    match = re.compile(r"\s+".join(map(re.escape, sentence.split()))).search(text, start)
+    # split_sentences normalizes whitespace and we rejoin its pieces with a space: the
+    # chunk may hard-wrap inside a sentence, or have no space where pysbd cut.
+    match = re.compile(r"\s*".join(map(re.escape, sentence.split()))).search(text, start)
     return match.span() if match else None
 
 
@@ -162,7 +164,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
     seen = set(entity_stems)
     for word in _WORD.findall(query):
         lowered = word.lower()
-        if lowered in STOPWORDS or lowered in _FILLER or (len(lowered) < 3 and word.islower()):
+        if lowered in STOPWORDS or lowered in _FILLER or len(lowered) < 2 or (len(lowered) < 3 and word.islower()):
             continue  # "re" of re-validated; "J2", "T1", "IP" stay
         stem = tokenize(lowered)
         if stem and stem[0] not in seen:

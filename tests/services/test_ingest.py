@@ -186,7 +186,8 @@ def test_changed_file_replaces_its_old_chunks(clean_db, engine, tmp_path):  # ty
     assert (summary.ingested, summary.replaced, summary.unchanged) == (0, 2, 4)
     new_guide = _chunks_of(engine, "guide.md")
     new_long = _chunks_of(engine, "long.md")
-    assert [t for _, t in new_guide] == ["Impeller cavitation erodes the vanes quickly."]
+    assert len(new_guide) == 1 and "Impeller cavitation erodes the vanes" in new_guide[0][1]
+    assert "centrifugal" not in new_guide[0][1]
     assert len(new_long) == 1 and "Only the gearbox torque" in new_long[0][1]
     assert not ({cid for cid, _ in new_guide} | {cid for cid, _ in new_long}) & (old_guide | old_long)
     with engine.connect() as conn:

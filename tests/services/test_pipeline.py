@@ -1,0 +1,153 @@
+"""The answering pipeline end to end on the real store: loop, cap, faults, storage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from services import pipeline
+from services.confidence import DEFAULT_PROFILE
+from services.domain import Hit
+from services.errors import InputError, LLMError
+from services.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection
+from services.runs import load_run
+
+DOCS = {
+    "srvo-062.md": "# SRVO-062 Encoder backup lost\nSRVO-062 means the pulsecoder backup battery voltage dropped and "
+                   "the multi-turn count was lost. Replace the battery pack KR-P-0361, then remaster the axis.",
+    "grease.md": "# Reducer grease\nReplace the J2 reducer grease every 20,000 hours or 4 years.",
+    "dsz.md": "# DSZ safe zones\nDSZ dual-check safety zones limit the robot to a configured box.",
+}
+
+
+class ScriptedBackend(AnswerBackend):
+    """A deterministic test backend: scores come from the script, calls are logged."""
+
+    name = "scripted"
+    label = "scripted (test)"
+    is_llm = False
+
+    def __init__(self, reflection_scores: Sequence[float] = (0.5,), fail: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.reflection_scores = list(reflection_scores)
+        self.fail = fail or {}
+        self.reflect_calls = 0
+        self.refined: list[str] = []
+
+    def _maybe_fail(self, operation: str) -> None:
+        if operation in self.fail:
+            raise LLMError(f"{operation} failed in the script", kind=self.fail[operation])
+
+    def generate(self, query: str, chunks: Sequence[Hit]) -> Generation:
+        self._maybe_fail("generate")
+        first = chunks[0]
+        return self._timed("generate", "scripted-1", lambda: Generation(
+            f"{first.text[:80]} [1]", (Citation(1, first.chunk_id, first.document_id, first.external_id, first.text[:80]),)))
+
+    def reflect(self, query: str, answer: str, chunks: Sequence[Hit]) -> Reflection:
+        self._maybe_fail("reflect")
+        score = self.reflection_scores[min(self.reflect_calls, len(self.reflection_scores) - 1)]
+        self.reflect_calls += 1
+        return Reflection(score >= 0.8, score < 0.4, score, ("1",), f"scripted {score}", score < 0.8)
+
+    def grade(self, query: str, answer: str) -> Grade:
+        self._maybe_fail("grade")
+        return Grade(3, ("interval",), ("grease interval",))
+
+    def identify_gaps(self, query: str, answer: str, chunks: Sequence[Hit]) -> list[str]:
+        return ["interval"]
+
+    def refine_query(self, query: str, feedback: str) -> str:
+        refined = f"{query} interval {len(self.refined)}"
+        self.refined.append(refined)
+        return refined
+
+    def decompose(self, query: str) -> list[str]:
+        return [query]
+
+
+@pytest.fixture()
+def demo_docs(clean_db, tmp_path):
+    from services.ingest import ingest_paths
+
+    for name, body in DOCS.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    ingest_paths([tmp_path])
+
+
+def test_loop_stops_at_the_cap_with_the_best_iteration(demo_docs):
+    events = []
+    backend = ScriptedBackend(reflection_scores=(0.3, 0.6, 0.2))
+    run = pipeline.run("How often is J2 grease replaced?", "balanced", DEFAULT_PROFILE, events.append, backend=backend)
+    assert len(run.iterations) == 3 and run.route[-1] == "ACCEPT_BEST"
+    assert run.route[:2] == ("REFINE_QUERY", "REFINE_QUERY")
+    assert run.best_iteration == 2 and run.reflection_score == 0.6  # the most confident iteration won
+    assert run.status == "pending"
+    assert backend.refined and backend.refined[0] in run.iterations[1].query_used
+    # the original question stays in the retrieval pool of refined iterations
+    assert run.iterations[1].query_used.startswith("How often is J2 grease replaced?")
+    types = [e.event_type for e in events]
+    for expected in ("adaptive_refinement_start", "retrieval_complete", "confidence_scored", "crag_evaluated",
+                     "generation_complete", "reflection_complete", "answer_graded", "adaptive_refinement_decision",
+                     "refinement_triggered", "refinement_queries_generated", "adaptive_refinement_complete"):
+        assert expected in types
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert all(b.elapsed_ms >= a.elapsed_ms for a, b in zip(events, events[1:]))
+
+
+def test_run_is_stored_with_everything_needed_to_rescore(demo_docs):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)))
+    stored = load_run(run.run_id)
+    assert stored.query == run.query and stored.route == run.route and len(stored.iterations) == len(run.iterations)
+    first = stored.iterations[0]
+    assert len(first.components) == 7 and first.retrieval["hits"]
+    hit = first.retrieval["hits"][0]
+    for key in ("bm25_score", "bm25_rank", "dense_similarity", "dense_rank", "fused_score", "chunk_id", "document_id"):
+        assert key in hit
+    assert set(first.latency_ms) >= {"retrieval", "scoring", "crag", "generation", "reflection"}
+    assert [e.event_type for e in stored.events] == [e.event_type for e in run.events]
+    assert stored.signals == run.signals and "retrieval" in stored.signals
+    assert [c.operation for c in first.llm_calls] == ["generate"]  # every logged call is stored with its iteration
+    assert first.llm_calls[0].backend == "scripted" and first.llm_calls[0].outcome == "ok"
+
+
+def test_llm_failure_is_recorded_and_the_run_still_completes(demo_docs):
+    backend = ScriptedBackend(fail={"generate": "timeout"})
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=backend)
+    stored = load_run(run.run_id)
+    assert stored.status == "pending" and stored.final_answer == ""
+    errors = [e for it in stored.iterations for e in it.errors]
+    assert errors and errors[0]["stage"] == "generation" and errors[0]["kind"] == "timeout"
+    assert stored.reflection_score is None  # never a silent default score
+
+
+def test_reflection_failure_leaves_the_signal_out(demo_docs):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE,
+                       backend=ScriptedBackend(fail={"reflect": "malformed"}))
+    assert all("reflection" not in it.signals for it in run.iterations)
+    assert run.iterations[0].errors[0]["kind"] == "malformed"
+
+
+def test_no_hits_is_insufficient_data_not_an_exception(clean_db):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend())
+    assert run.route == ("ACCEPT_BEST",) and run.final_level == "VERY LOW"
+    assert "insufficient data" in run.outcome_note and run.status == "pending"
+
+
+def test_minimal_preset_runs_once_without_evaluation(demo_docs):
+    backend = ScriptedBackend()
+    run = pipeline.run("What does SRVO-062 mean?", "minimal", DEFAULT_PROFILE, backend=backend)
+    assert len(run.iterations) == 1 and run.crag_verdict is None and run.reflection_score is None
+    assert backend.reflect_calls == 0 and "heuristic" in run.signals and run.status == "pending"
+
+
+@pytest.mark.parametrize("query", ["", "   ", "x" * 5000])
+def test_bad_queries_are_rejected_before_anything_is_stored(clean_db, query):
+    with pytest.raises(InputError):
+        pipeline.run(query, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend())
+
+
+def test_unknown_preset_is_an_input_error(clean_db):
+    with pytest.raises(InputError):
+        pipeline.run("q", "turbo", DEFAULT_PROFILE, backend=ScriptedBackend())
