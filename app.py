@@ -1,12 +1,26 @@
-"""Streamlit entry: navigation over pages/ and the shared sidebar."""
+"""Streamlit entry: the sign-in gate, navigation over pages/, and the shared sidebar."""
 
 import streamlit as st
 
-from pages.common import render_sidebar
+from pages.common import render_sidebar, require_sign_in
 
-st.set_page_config(page_title="RAG Confidence Workbench", layout="wide")
-navigation = st.navigation([
-    st.Page("pages/search.py", title="Search", icon=":material/search:", default=True),
-])
+st.set_page_config(page_title="RAG Confidence Workbench", page_icon=":material/fact_check:", layout="wide")
+require_sign_in()
+navigation = st.navigation({
+    "Answer": [
+        st.Page("pages/ask.py", title="Ask", icon=":material/chat:", default=True),
+        st.Page("pages/search.py", title="Search", icon=":material/search:"),
+    ],
+    "Review": [
+        st.Page("pages/review.py", title="Review queue", icon=":material/fact_check:"),
+        st.Page("pages/export.py", title="Export", icon=":material/download:"),
+    ],
+    "Tune": [
+        st.Page("pages/tuning.py", title="Tuning", icon=":material/tune:"),
+        st.Page("pages/routes.py", title="Router paths", icon=":material/alt_route:"),
+        st.Page("pages/evaluate.py", title="Evaluate", icon=":material/analytics:"),
+    ],
+    "Data": [st.Page("pages/corpus.py", title="Corpus", icon=":material/library_books:")],
+})
 render_sidebar()
 navigation.run()

@@ -1,13 +1,19 @@
-"""What every page shares: cached service accessors, the sidebar, error display."""
+"""What every page shares: cached service accessors, the sidebar, the sign-in gate."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from db import describe_store, get_settings
+from services.auth import CurrentUser, auth_config, resolve_user
 from services.corpus import CorpusStats, corpus_stats
 from services.errors import WorkbenchError
+from services.llm.backends import backend_label
+from services.presets import PRESETS
 from services.store import get_engine
+
+REVIEWER_KEY = "common.reviewer"
+PRESET_KEY = "common.preset"
 
 
 @st.cache_resource(show_spinner="Starting the database…")
@@ -23,11 +29,57 @@ def cached_corpus_stats() -> CorpusStats:
     return corpus_stats()
 
 
+@st.cache_data(ttl=10, show_spinner=False)
+def cached_active_profile_label() -> str:
+    from services.profiles import active_profile
+
+    return active_profile()[0].label
+
+
+def _secrets() -> dict:
+    try:
+        return st.secrets.to_dict()
+    except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
+        return {}
+
+
+def current_user() -> CurrentUser:
+    config = auth_config(_secrets())
+    user_info = st.user.to_dict() if config.oidc else None
+    return resolve_user(config, user_info=user_info, local_name=st.session_state.get(REVIEWER_KEY, ""))
+
+
+def require_sign_in() -> CurrentUser:
+    """With OIDC configured, nothing but the sign-in prompt is shown until the user logs in."""
+    user = current_user()
+    if auth_config(_secrets()).oidc and not user.signed_in:
+        st.title("RAG Confidence Workbench")
+        st.info("Sign in to review answers.")
+        st.button("Sign in", on_click=st.login, key="common.login")
+        st.stop()
+    return user
+
+
+def selected_preset() -> str:
+    return st.session_state.get(PRESET_KEY, "balanced")
+
+
 def render_sidebar() -> None:
+    st.session_state.setdefault(PRESET_KEY, "balanced")
+    st.session_state.setdefault(REVIEWER_KEY, "")
     with st.sidebar:
+        user = current_user()
+        if auth_config(_secrets()).oidc:
+            st.caption(f"Signed in as {user.name}" + (" (admin)" if user.is_admin else ""))
+            st.button("Sign out", on_click=st.logout, key="common.logout")
+        else:
+            st.text_input("Reviewer", key=REVIEWER_KEY, placeholder="your name (recorded on every action)")
+        st.selectbox("Preset", tuple(PRESETS), key=PRESET_KEY)
         try:
             st.caption(f"Database — {ensure_store()}")
             stats = cached_corpus_stats()
             st.caption(f"Corpus — {stats.documents:,} documents, {stats.chunks:,} chunks")
+            st.caption(f"Weights profile — {cached_active_profile_label()}")
         except WorkbenchError as exc:
             st.error(str(exc))
+        st.caption(f"Answers — {backend_label()}")

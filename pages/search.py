@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store
-from services import charts
+from pages.common import cached_corpus_stats, ensure_store, require_sign_in
+from services.charts import confidence as charts
 from services.confidence import DEFAULT_PROFILE, score_retrieval
 from services.domain import RETRIEVAL_MODES, RetrievalResult
 from services.errors import WorkbenchError
@@ -23,6 +23,7 @@ def hits_frame(result: RetrievalResult) -> pd.DataFrame:
 
 
 def main() -> None:
+    require_sign_in()
     st.title("Search the corpus")
     try:
         ensure_store()

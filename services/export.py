@@ -35,7 +35,8 @@ VERDICTS = ("approved", "flagged", "corrected")
 DATE_FIELDS = ("created", "reviewed")
 FORMATS = ("csv", "jsonl", "parquet")
 
-# Column order and type. "?" marks a nullable scalar; "json" holds a list or dict.
+# Column order and type. "?" marks a nullable scalar; "json" holds a list or dict. A
+# nullable text field is never "" in a record (blank is None), so an empty CSV cell is None.
 FIELDS: dict[str, str] = {
     "run_id": "int", "created_at": "text", "reviewed_at": "text?",
     "question": "text", "final_answer": "text", "original_answer": "text", "citations": "json",

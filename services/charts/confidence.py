@@ -1,4 +1,4 @@
-"""Plotly figure builders: pure functions from domain objects to go.Figure."""
+"""Confidence figures: gauge, weighted breakdown, components, BM25-vs-dense rank scatter."""
 
 from __future__ import annotations
 

@@ -1,0 +1,6 @@
+"""Placeholder while the page is built."""
+
+import streamlit as st
+
+st.title("export")
+st.info("This page is being built.")

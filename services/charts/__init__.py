@@ -1,0 +1,1 @@
+"""Plotly figure builders, one module per area: pure functions from domain objects to go.Figure."""
