@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench._common import shutdown_store
 
         shutdown_store(settings, data_dir, remove=not args.keep)
+    result["load_avg_1m"] = round(os.getloadavg()[0], 1)  # other work on the machine inflates every timing
     result["wall_s"] = round(time.perf_counter() - wall, 1)
     result["phase_s"] = timings
     emit(result)

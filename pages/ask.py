@@ -1,6 +1,341 @@
-"""Placeholder while the page is built."""
+"""Ask: one question through the pipeline, streamed live, then every number behind its answer."""
 
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("ask")
-st.info("This page is being built.")
+from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset
+from services.auth import CurrentUser
+from services.charts import confidence as conf_charts
+from services.charts import run as run_charts
+from services.confidence import ConfidenceBreakdown, WeightsProfile, breakdown_from_raw
+from services.corpus import demo_questions
+from services.domain import Hit
+from services.errors import WorkbenchError
+from services.pipeline import run as run_pipeline
+from services.presets import PRESETS
+from services.profiles import active_profile
+from services.review import send_to_review
+from services.router import BLEND_WEIGHTS
+from services.runs import Event, Iteration, Run, load_run
+
+QUERY_KEY = "ask.query"
+DEMO_KEY = "ask.demo"
+PRESET_KEY = "ask.preset"
+RUN_ID_KEY = "ask.run_id"
+NOTICE_KEY = "ask.notice"
+SIDEBAR_PRESET = "sidebar"
+LEVEL_BADGES = {"HIGH": "green", "MEDIUM": "yellow", "LOW": "orange", "VERY LOW": "red"}
+SIGNAL_LABELS = {"retrieval": "retrieval", "reflection": "reflection", "grade": "answer grade",
+                 "heuristic": "heuristic (no judge ran)"}
+
+
+# --- pure data helpers -----------------------------------------------------------------------
+
+def answerable_questions(questions: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str(q["text"]) for q in questions if (q.get("metadata") or {}).get("answerable", True)]
+
+
+def split_around(text: str, quote: str) -> tuple[str, str, str] | None:
+    """(before, quote as it appears, after), or None when the quote is not in the text.
+
+    Whitespace and case may differ (chunking and sentence splitting normalize spacing)."""
+    if not quote.strip():
+        return None
+    start = text.find(quote)
+    if start >= 0:
+        return text[:start], quote, text[start + len(quote):]
+    pattern = r"\s+".join(re.escape(token) for token in quote.split())
+    match = re.search(pattern, text, flags=re.IGNORECASE)
+    if match is None:
+        return None
+    return text[:match.start()], match.group(0), text[match.end():]
+
+
+def best_iteration(run: Run) -> Iteration:
+    return next((it for it in run.iterations if it.ordinal == run.best_iteration), run.iterations[-1])
+
+
+def chunk_texts(run: Run) -> dict[int, str]:
+    """Chunk id -> text for every chunk the run retrieved (the best iteration wins on repeats)."""
+    texts: dict[int, str] = {}
+    for it in (best_iteration(run), *run.iterations):
+        for hit in it.retrieval.get("hits", []):
+            texts.setdefault(int(hit["chunk_id"]), str(hit.get("text", "")))
+    return texts
+
+
+def hits_of(iteration: Iteration) -> list[Hit]:
+    return [Hit.from_dict(h) for h in iteration.retrieval.get("hits", [])]
+
+
+def hits_frame(hits: Sequence[Hit]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"rank": h.rank, "document": h.external_id, "chunk": h.chunk_id, "fused": h.fused_score,
+         "bm25": h.bm25_score, "bm25 rank": h.bm25_rank, "dense sim": h.dense_similarity, "dense rank": h.dense_rank,
+         "rerank": h.rerank_score, "text": h.text[:300]}
+        for h in hits
+    ], columns=["rank", "document", "chunk", "fused", "bm25", "bm25 rank", "dense sim", "dense rank", "rerank", "text"])
+
+
+def run_profile(run: Run) -> WeightsProfile:
+    """The weights the run was scored with, so the breakdown adds up to the stored number."""
+    try:
+        return WeightsProfile.from_dict(run.config["profile"])
+    except (KeyError, TypeError, ValueError, WorkbenchError):
+        return active_profile()[0]
+
+
+def final_gauge_breakdown(breakdown: ConfidenceBreakdown, run: Run) -> ConfidenceBreakdown:
+    # gauge_figure reads only `overall` and `level`; the gauge shows the run's final (blended) confidence.
+    return dataclasses.replace(breakdown, overall=run.final_confidence, level=run.final_level)
+
+
+def signals_frame(signals: Mapping[str, float]) -> pd.DataFrame:
+    blended = [name for name in signals if name in BLEND_WEIGHTS]
+    total = sum(BLEND_WEIGHTS[name] for name in blended) or 1.0
+    return pd.DataFrame([
+        {"signal": SIGNAL_LABELS.get(name, name), "value": float(value),
+         "blend weight": BLEND_WEIGHTS[name] / total if name in BLEND_WEIGHTS else None}
+        for name, value in signals.items()
+    ], columns=["signal", "value", "blend weight"])
+
+
+def blend_caption(run: Run) -> str:
+    """How the final confidence was made, from constants and numbers only."""
+    parts = [f"{SIGNAL_LABELS[name]} {run.signals[name]:.2f} × {BLEND_WEIGHTS[name]:.2f}"
+             for name in BLEND_WEIGHTS if name in run.signals]
+    text = (f"Final confidence {run.final_confidence:.2f} is the weighted mean of the signals that ran: "
+            f"{', '.join(parts)} (weights renormalized over those signals). Only the retrieval part is broken "
+            "down into its seven components below.")
+    if not run.final_answer:
+        text += " No answer was produced, so the final confidence is capped at the retrieval confidence."
+    return text
+
+
+def event_line(event: Event) -> str:
+    return f"{event.elapsed_ms:8.0f} ms  {event.message}"
+
+
+def latency_frame(iteration: Iteration) -> pd.DataFrame:
+    return pd.DataFrame([{"stage": stage, "ms": round(ms, 1)} for stage, ms in iteration.latency_ms.items()],
+                        columns=["stage", "ms"])
+
+
+# --- page ------------------------------------------------------------------------------------
+
+def _fill_from_demo() -> None:
+    chosen = st.session_state.get(DEMO_KEY)
+    if chosen:
+        st.session_state[QUERY_KEY] = chosen
+
+
+def main() -> None:
+    user = require_sign_in()
+    st.title("Ask")
+    try:
+        ensure_store()
+        stats = cached_corpus_stats()
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    if stats.chunks == 0:
+        st.info("The corpus is empty: there is nothing to answer from yet. Add documents or load the demo handbook.")
+        st.page_link("pages/corpus.py", label="Open the Corpus page", icon=":material/library_books:")
+        return
+    preset, asked = _render_question_form()
+    if asked:
+        run_id = _ask(st.session_state.get(QUERY_KEY, ""), preset)
+        if run_id is None:
+            return
+        st.session_state[RUN_ID_KEY] = run_id
+    run_id = st.session_state.get(RUN_ID_KEY)
+    if run_id is None:
+        return
+    try:
+        run = load_run(run_id)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    _render_run(run, user)
+
+
+def _render_question_form() -> tuple[str, bool]:
+    questions = answerable_questions(demo_questions())
+    st.selectbox("Demo question", questions, index=None, key=DEMO_KEY, on_change=_fill_from_demo,
+                 placeholder="Pick a demo question to fill the box…")
+    st.text_area("Question", key=QUERY_KEY, height=90, placeholder="Ask something the corpus should answer")
+    sidebar = selected_preset()
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    choice = left.selectbox("Preset", (SIDEBAR_PRESET, *PRESETS), key=PRESET_KEY,
+                            format_func=lambda p: f"sidebar preset ({sidebar})" if p == SIDEBAR_PRESET else p)
+    asked = right.button("Ask", type="primary", key="ask.submit", width="stretch")
+    return (sidebar if choice == SIDEBAR_PRESET else choice), asked
+
+
+def _ask(query: str, preset: str) -> int | None:
+    """Run the pipeline with its events streamed into a status box; the stored run's id, or None."""
+    failure: WorkbenchError | None = None
+    with st.status("Answering…", expanded=True) as status:
+        def on_event(event: Event) -> None:
+            st.text(event_line(event))
+
+        try:
+            run = run_pipeline(query, preset, on_event=on_event)
+        except WorkbenchError as exc:
+            failure = exc
+            status.update(label="Could not answer", state="error", expanded=False)
+        else:
+            status.update(label=f"Answered in {run.latency_ms:,.0f} ms — {run.final_level} ({run.status})",
+                          state="complete", expanded=False)
+    if failure is not None:
+        st.error(str(failure))
+        return None
+    return run.run_id
+
+
+def _render_run(run: Run, user: CurrentUser) -> None:
+    best = best_iteration(run)
+    profile = run_profile(run)
+    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.get("reranker", "none"))
+    left, right = st.columns([3, 2])
+    with left:
+        _render_answer(run)
+    with right:
+        st.badge(run.final_level, color=LEVEL_BADGES.get(run.final_level, "gray"))
+        st.plotly_chart(conf_charts.gauge_figure(final_gauge_breakdown(breakdown, run), high=profile.high,
+                                                 medium=profile.medium, low=profile.low), key="ask.gauge")
+        st.caption(blend_caption(run))
+        st.dataframe(signals_frame(run.signals), hide_index=True, key="ask.signals")
+    _render_breakdown(breakdown, best)
+    evidence, crag, iterations, route = st.tabs(["Retrieved passages", "CRAG verdict", "Iterations", "Route"])
+    with evidence:
+        _render_hits(best)
+    with crag:
+        _render_crag(best, run.preset)
+    with iterations:
+        _render_iterations(run)
+    with route:
+        st.plotly_chart(run_charts.route_figure(run), key="ask.route")
+        st.text(" → ".join(["START", *run.route, f"END ({run.status})"]))
+    _render_review_action(run, user)
+
+
+def _render_answer(run: Run) -> None:
+    st.subheader("Answer")
+    if not run.final_answer:
+        st.warning("No answer could be produced from the retrieved text.")
+        if run.outcome_note:
+            st.text(run.outcome_note)
+        return
+    st.text(run.final_answer)
+    st.caption(f"Run {run.run_id} · {len(run.iterations)} iteration(s) · best iteration {run.best_iteration}")
+    texts = chunk_texts(run)
+    for citation in run.citations:
+        with st.expander(f"Citation [{int(citation['marker'])}]"):
+            st.text(f"document {citation['external_id']} · chunk {citation['chunk_id']}")
+            _render_highlighted(texts.get(int(citation["chunk_id"]), ""), str(citation.get("quote", "")))
+
+
+def _render_highlighted(chunk_text: str, quote: str) -> None:
+    parts = split_around(chunk_text, quote)
+    if parts is None:
+        st.code(quote, language=None, wrap_lines=True)
+        st.caption("The quote was not found verbatim in the stored chunk; the chunk follows.")
+        st.text(chunk_text)
+        return
+    before, found, after = parts
+    if before.strip():
+        st.text(before.strip())
+    st.code(found, language=None, wrap_lines=True)
+    if after.strip():
+        st.text(after.strip())
+
+
+def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration) -> None:
+    st.subheader(f"Retrieval confidence {breakdown.overall:.2f} — {breakdown.level}")
+    st.plotly_chart(conf_charts.breakdown_figure(breakdown), key="ask.breakdown")
+    st.caption(f"The total is the sum of the seven weighted contributions (iteration {best.ordinal}, "
+               f"stored value {best.retrieval_confidence:.3f}).")
+    st.text(f"weights profile: {breakdown.profile}")
+    for line in breakdown.recommendations:
+        st.text(f"• {line}")
+
+
+def _render_hits(best: Iteration) -> None:
+    hits = hits_of(best)
+    if not hits:
+        st.info("Nothing was retrieved.")
+        return
+    st.dataframe(hits_frame(hits), hide_index=True, key="ask.hits")
+    if best.retrieval.get("mode") == "hybrid":
+        st.plotly_chart(conf_charts.rank_scatter_figure(hits), key="ask.scatter")
+
+
+def _render_crag(best: Iteration, preset: str) -> None:
+    verdict = best.crag
+    if verdict is None:
+        st.info(f"CRAG evaluation is off in the {preset if preset in PRESETS else 'chosen'} preset.")
+        return
+    cols = st.columns(3)
+    cols[0].metric("Verdict", str(verdict["verdict"]))
+    cols[1].metric("Score", f"{verdict['score']:.2f}")
+    cols[2].metric("Confidence", f"{verdict['confidence']:.2f}")
+    st.text(str(verdict["reasoning"]))
+    st.text(f"action: {verdict['action']} → {verdict.get('action_outcome') or 'applied'}")
+    st.dataframe(pd.DataFrame([{"signal": k, "value": v} for k, v in verdict["signals"].items()]), hide_index=True,
+                 key="ask.crag_signals")
+    strips = verdict.get("strips") or []
+    with st.expander(f"Knowledge strips ({len(strips)})"):
+        st.dataframe(pd.DataFrame(strips, columns=["chunk_id", "relevance", "text"]), hide_index=True, key="ask.strips")
+
+
+def _render_iterations(run: Run) -> None:
+    threshold = float(run.config.get("reflection_min_score", run_charts.REFLECTION_THRESHOLD))
+    st.plotly_chart(run_charts.reflection_figure(run, threshold), key="ask.reflection")
+    for it in run.iterations:
+        best = " · best" if it.ordinal == run.best_iteration else ""
+        with st.expander(f"Iteration {it.ordinal}: {it.decision} · confidence {it.confidence:.2f}{best}"):
+            st.text(f"query used: {it.query_used}")
+            if it.sub_queries:
+                st.text("sub-questions: " + " | ".join(it.sub_queries))
+            st.text(f"decision: {it.decision} — {it.decision_reason}")
+            if it.reflection:
+                st.text(f"reflection {it.reflection['reflection_score']:.2f}: {it.reflection['reflection_reason']}")
+            if it.grade:
+                st.text(f"grade {it.grade['score']}/5 ({it.grade.get('label', '')})")
+            st.text("gaps: " + (", ".join(it.gaps) if it.gaps else "none"))
+            if it.errors:
+                st.dataframe(pd.DataFrame(list(it.errors)), hide_index=True, key=f"ask.errors.{it.ordinal}")
+            st.dataframe(latency_frame(it), hide_index=True, key=f"ask.latency.{it.ordinal}")
+
+
+def _render_review_action(run: Run, user: CurrentUser) -> None:
+    st.subheader("Review")
+    notice = st.session_state.pop(NOTICE_KEY, None)
+    if notice:
+        st.success(notice)
+    if run.status == "auto_accepted":
+        st.caption("Auto-accepted: high confidence, CRAG correct and reflection approved.")
+        if st.button("Send to review", key="ask.send_to_review"):
+            try:
+                send_to_review(int(run.run_id or 0), reviewer=user.name)
+            except WorkbenchError as exc:
+                st.error(str(exc))
+                return
+            st.session_state[NOTICE_KEY] = f"Run {run.run_id} was sent to the review queue."
+            st.rerun()
+    elif run.status == "pending":
+        st.info("This run is already queued for review.")
+        st.page_link("pages/review.py", label="Open the review queue", icon=":material/fact_check:")
+    else:
+        st.caption(f"Reviewed: {run.status}.")
+
+
+main()

@@ -1,6 +1,126 @@
-"""Placeholder while the page is built."""
+"""Export: choose runs by status, verdict, reviewer, date and profile; preview; download."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("export")
-st.info("This page is being built.")
+from pages.common import ensure_store, require_sign_in
+from services.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
+from services.confidence import DEFAULT_PROFILE
+from services.errors import WorkbenchError
+from services.export import DATE_FIELDS, FORMATS, VERDICTS, ExportFilters, export_bytes, export_records
+from services.profiles import list_profiles
+from services.runs import STATUSES
+
+ANY = "any"
+PREVIEW_ROWS = 50
+PREVIEW_COLUMNS = ("run_id", "created_at", "question", "final_answer", "final_level", "final_confidence",
+                   "calibrated_probability", "status", "verdict", "reviewer", "flag_reason", "reviewed_at",
+                   "weights_profile")
+MIME_TYPES = {"csv": "text/csv", "jsonl": "application/jsonl", "parquet": "application/vnd.apache.parquet"}
+
+
+@dataclass(frozen=True)
+class Download:
+    data: bytes
+    file_name: str
+    mime: str
+
+
+# --- pure data helpers -----------------------------------------------------------------------
+
+def export_filters(*, statuses: Sequence[str], verdict: str, reviewer: str, date_field: str, start: date | None,
+                   end: date | None, profile: str) -> ExportFilters:
+    """The widgets' values as ExportFilters (which rejects a range that ends before it starts).
+
+    Dates are whole UTC days: `start` from its first instant, `end` up to the end of that day.
+    """
+    return ExportFilters(
+        statuses=tuple(statuses), verdict=None if verdict == ANY else verdict, reviewer=reviewer.strip() or None,
+        date_field=date_field, profile=None if profile == ANY else profile,
+        since=datetime.combine(start, time(), UTC) if start is not None else None,
+        until=datetime.combine(end + timedelta(days=1), time(), UTC) if end is not None else None,
+    )
+
+
+def export_download(records: Sequence[dict[str, Any]], fmt: str, *, now: datetime) -> Download:
+    """The file the download button hands out: export_bytes of exactly the previewed records."""
+    return Download(export_bytes(records, fmt), f"workbench-export-{now:%Y%m%d-%H%M}.{fmt}", MIME_TYPES[fmt])
+
+
+def preview_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{c: r[c] for c in PREVIEW_COLUMNS} for r in records[:PREVIEW_ROWS]], columns=list(PREVIEW_COLUMNS))
+
+
+# --- page ------------------------------------------------------------------------------------
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _profile_labels() -> list[str]:
+    return sorted({DEFAULT_PROFILE.label, *(profile.label for _, profile, _ in list_profiles())})
+
+
+def main() -> None:
+    require_sign_in()
+    st.title("Export reviewed answers")
+    try:
+        ensure_store()
+        filters = _render_filters()
+        calibrator = calibrator_for_queue()
+        records = export_records(filters, calibrate=calibrator)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    if calibrator is not None:
+        st.caption(f"calibrated_probability: P(approved) from the review queue's calibrator ({calibrator.n_fitted} verdicts).")
+    else:
+        st.caption(f"calibrated_probability is empty: a calibrator is fitted once there are {QUEUE_MIN_VERDICTS} "
+                   "verdicts, some approved and some flagged or corrected.")
+    _render_preview(records)
+    if records:
+        _render_download(records)
+
+
+def _render_filters() -> ExportFilters:
+    c1, c2, c3 = st.columns(3)
+    statuses = c1.multiselect("Status", STATUSES, key="export.statuses", placeholder="any status")
+    verdict = c2.selectbox("Verdict", (ANY, *VERDICTS), key="export.verdict")
+    reviewer = c3.text_input("Reviewer", key="export.reviewer", placeholder="any reviewer")
+    d1, d2, d3, d4 = st.columns(4)
+    date_field = d1.radio("Date", DATE_FIELDS, format_func=lambda f: f"{f} at", key="export.date_field")
+    start = d2.date_input("From (UTC)", value=None, key="export.since")
+    end = d3.date_input("To (UTC, inclusive)", value=None, key="export.until")
+    profile = d4.selectbox("Weights profile", (ANY, *_profile_labels()), key="export.profile")
+    return export_filters(statuses=statuses, verdict=verdict, reviewer=reviewer, date_field=date_field, start=start,
+                          end=end, profile=profile)
+
+
+def _render_preview(records: Sequence[dict[str, Any]]) -> None:
+    st.metric("Runs matching", f"{len(records):,}")
+    if not records:
+        st.info("No runs match these filters; nothing to export.")
+        return
+    if len(records) > PREVIEW_ROWS:
+        st.caption(f"Preview of the first {PREVIEW_ROWS} of {len(records):,} runs (oldest first); the file holds all of them.")
+    st.dataframe(preview_frame(records), hide_index=True, key="export.preview")
+
+
+def _render_download(records: Sequence[dict[str, Any]]) -> None:
+    fmt = st.radio("Format", FORMATS, horizontal=True, key="export.format")
+    try:
+        download = export_download(records, fmt, now=datetime.now(UTC))
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    st.download_button(f"Download {len(records):,} runs as {fmt}", data=download.data, file_name=download.file_name,
+                       mime=download.mime, key="export.download", type="primary")
+
+
+# Streamlit runs pages as __main__; tests import this module for its pure helpers.
+if __name__ == "__main__":
+    main()

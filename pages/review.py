@@ -1,6 +1,386 @@
-"""Placeholder while the page is built."""
+"""Review queue: pick the least certain runs, see why, and approve / flag / correct them."""
 
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("review")
-st.info("This page is being built.")
+from pages.common import ensure_store, require_sign_in
+from services.auth import CurrentUser, require_reviewer
+from services.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
+from services.charts import review as review_charts
+from services.charts.confidence import breakdown_figure
+from services.confidence import DEFAULT_PROFILE, LEVELS, WeightsProfile, breakdown_from_raw
+from services.errors import ConflictError, InputError, WorkbenchError
+from services.presets import PRESETS
+from services.review import (
+    ACTIONS,
+    FLAG_REASONS,
+    MAX_ANSWER_CHARS,
+    MAX_COMMENT_CHARS,
+    QueueFilters,
+    QueueItem,
+    Review,
+    queue_counts,
+    review_history,
+    review_queue,
+    submit_review,
+)
+from services.runs import STATUSES, Iteration, Run, load_run
+
+SELECTED_KEY = "review.selected_run"
+VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time
+CONFLICT_KEY = "review.conflict"
+FLASH_KEY = "review.flash"
+CLEAR_KEY = "review.clear_selection"
+PICK_KEY = "review.pick"
+ORDERS = {"least confident first": "uncertainty", "largest disagreement between signals": "disagreement"}
+REVIEWED = ("approved", "flagged", "corrected")
+QUEUE_COLUMNS = ("run id", "question", "level", "confidence", "calibrated", "disagreement", "preset", "status",
+                 "reviewer", "created")
+
+
+# --- pure data helpers -----------------------------------------------------------------------
+
+def day_bounds(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
+    """Whole UTC days: `since` at the start of `start`, `until` at the end of `end` (exclusive)."""
+    if start is not None and end is not None and start > end:
+        raise InputError(f"the date range starts on {start.isoformat()}, after it ends on {end.isoformat()}; "
+                         "pick a start on or before the end")
+    since = datetime.combine(start, time(), UTC) if start is not None else None
+    until = datetime.combine(end + timedelta(days=1), time(), UTC) if end is not None else None
+    return since, until
+
+
+def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Sequence[str], reviewer: str,
+                  start: date | None, end: date | None) -> QueueFilters:
+    """The filter widgets' values as QueueFilters; no status chosen means every status."""
+    since, until = day_bounds(start, end)
+    return QueueFilters(statuses=tuple(statuses) or STATUSES, levels=tuple(levels), presets=tuple(presets),
+                        reviewer=reviewer.strip() or None, since=since, until=until)
+
+
+def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
+    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet."""
+    return pd.DataFrame([
+        {"run id": i.run_id, "question": i.query, "level": i.level, "confidence": i.confidence,
+         "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
+         "status": i.status, "reviewer": i.reviewer, "created": i.created_at}
+        for i in items
+    ], columns=list(QUEUE_COLUMNS))
+
+
+def history_frame(history: Sequence[Review]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"version": h.version, "when": h.created_at, "reviewer": h.reviewer, "action": h.action,
+         "from": h.previous_status, "to": h.new_status, "flag reason": h.flag_reason, "comment": h.comment,
+         "corrected answer": h.corrected_answer}
+        for h in history
+    ])
+
+
+def split_quote(text: str, quote: str) -> tuple[str, str, str] | None:
+    """The chunk around the cited quote (before, quote, after); whitespace and case may differ."""
+    quote = quote.strip()
+    if not quote:
+        return None
+    start = text.find(quote)
+    if start >= 0:
+        return text[:start], quote, text[start + len(quote):]
+    match = re.search(r"\s+".join(re.escape(word) for word in quote.split()), text, flags=re.IGNORECASE)
+    return (text[:match.start()], match.group(0), text[match.end():]) if match else None
+
+
+def best_iteration(run: Run) -> Iteration | None:
+    return next((it for it in run.iterations if it.ordinal == run.best_iteration), None)
+
+
+def run_profile(run: Run) -> WeightsProfile:
+    """The weights the run was scored with (stored in its config), so the chart matches its numbers."""
+    stored = run.config.get("profile")
+    return WeightsProfile.from_dict(stored) if stored else DEFAULT_PROFILE
+
+
+def correction_prefill(run: Run, history: Sequence[Review]) -> str:
+    corrections = [h.corrected_answer for h in history if h.corrected_answer]
+    return corrections[-1] if corrections else run.final_answer
+
+
+def state_lines(state: Mapping[str, Any]) -> list[str]:
+    """One side of a conflict (what is saved now, or what the reviewer tried) as plain lines."""
+    lines = [f"status: {state.get('status')}", f"reviewer: {state.get('reviewer') or '(none)'}"]
+    if state.get("flag_reason"):
+        lines.append(f"flag reason: {state['flag_reason']}")
+    lines.append(f"comment: {state.get('comment') or '(none)'}")
+    lines.append(f"corrected answer: {state.get('corrected_answer') or '(none)'}")
+    return lines
+
+
+# --- page ------------------------------------------------------------------------------------
+
+def main() -> None:
+    user = require_sign_in()
+    st.title("Review queue")
+    if st.session_state.pop(CLEAR_KEY, False):  # after a save: close the run before the picker is drawn
+        st.session_state.pop(PICK_KEY, None)
+        st.session_state[SELECTED_KEY] = None
+    if flash := st.session_state.pop(FLASH_KEY, None):
+        st.success(flash)
+    try:
+        ensure_store()
+        counts = queue_counts()
+        calibrator = calibrator_for_queue()
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    _render_progress(counts)
+    try:
+        filters, order = _render_filters()
+        items = review_queue(filters, order=order, calibrate=calibrator)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    _render_queue(items, order, calibrator)
+    run_id = _render_picker(items)
+    if run_id is not None:
+        _render_detail(run_id, user)
+
+
+def _render_progress(counts: Mapping[str, int]) -> None:
+    reviewed = sum(counts[s] for s in REVIEWED)
+    pending = counts["pending"]
+    left, right = st.columns([3, 2])
+    with left:
+        cols = st.columns(3)
+        cols[0].metric("Pending", f"{pending:,}")
+        cols[1].metric("Reviewed", f"{reviewed:,}")
+        cols[2].metric("Auto-accepted", f"{counts['auto_accepted']:,}")
+        share = reviewed / (reviewed + pending) if reviewed + pending else 0.0
+        st.progress(share, text=f"{reviewed:,} of {reviewed + pending:,} queued runs reviewed")
+    right.plotly_chart(review_charts.status_figure(counts), key="review.status_chart")
+
+
+def _render_filters() -> tuple[QueueFilters, str]:
+    with st.expander("Filters", expanded=True):
+        c1, c2, c3 = st.columns(3)
+        statuses = c1.multiselect("Status", STATUSES, default=["pending"], key="review.statuses")
+        levels = c2.multiselect("Level", LEVELS, key="review.levels")
+        presets = c3.multiselect("Preset", tuple(PRESETS), key="review.presets")
+        d1, d2, d3 = st.columns(3)
+        start = d1.date_input("Created from (UTC)", value=None, key="review.since")
+        end = d2.date_input("Created to (UTC)", value=None, key="review.until")
+        reviewer = d3.text_input("Reviewed by", key="review.reviewer_filter", placeholder="any reviewer")
+    order = st.radio("Order", tuple(ORDERS), horizontal=True, key="review.order")
+    filters = queue_filters(statuses=statuses, levels=levels, presets=presets, reviewer=reviewer, start=start, end=end)
+    return filters, ORDERS[order]
+
+
+def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator | None) -> None:
+    if calibrator is not None:
+        basis = f"calibrated probability of approval (isotonic fit on {calibrator.n_fitted} verdicts)"
+    else:
+        basis = (f"raw confidence, not calibrated: a calibrator is fitted once there are {QUEUE_MIN_VERDICTS} "
+                 "verdicts, some approved and some flagged or corrected")
+    if order == "disagreement":
+        st.caption(f"Largest spread between the retrieval, reflection and grade signals first; ties by {basis}.")
+    else:
+        st.caption(f"Least confident first, by {basis}.")
+    if not items:
+        st.info("No runs match these filters.")
+        return
+    st.dataframe(queue_frame(items, calibrated=calibrator is not None), hide_index=True, key="review.table",
+                 column_config={name: st.column_config.NumberColumn(format="%.3f")
+                                for name in ("confidence", "calibrated", "disagreement")})
+
+
+def _render_picker(items: Sequence[QueueItem]) -> int | None:
+    by_id = {i.run_id: i for i in items}
+    selected = st.session_state.get(SELECTED_KEY)
+    options: list[int | None] = [None, *by_id]
+    if selected is not None and selected not in by_id:  # keep an open run open when it leaves the queue
+        options.append(selected)
+
+    def label(run_id: int | None) -> str:
+        if run_id is None:
+            return "— choose a run to review —"
+        item = by_id.get(run_id)
+        return f"#{run_id} · {item.query[:90]}" if item else f"#{run_id} (no longer in this queue)"
+
+    pick = st.selectbox("Open run", options, index=options.index(selected) if selected in options else 0,
+                        format_func=label, key=PICK_KEY)
+    if pick != selected and (pick is None or pick in by_id):
+        st.session_state[SELECTED_KEY] = pick
+        st.session_state.pop(CONFLICT_KEY, None)
+        if pick is not None:
+            st.session_state[VERSION_KEY] = by_id[pick].review_version
+    return st.session_state.get(SELECTED_KEY)
+
+
+def _render_detail(run_id: int, user: CurrentUser) -> None:
+    try:
+        run = load_run(run_id)
+        history = review_history(run_id)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    st.divider()
+    st.subheader(f"Run {run_id}")
+    st.caption(f"Status {run.status} · {run.final_level} · confidence {run.final_confidence:.2f} · "
+               f"you are reviewing version {st.session_state[VERSION_KEY]}")
+    st.markdown("**Question**")
+    st.text(run.query)
+    st.markdown("**Answer**")
+    st.text(run.final_answer or "(no answer was produced)")
+    if run.outcome_note:
+        st.text(f"Note: {run.outcome_note}")
+    best = best_iteration(run)
+    left, right = st.columns([3, 2])
+    with left:
+        _render_sources(run, best)
+    with right:
+        _render_breakdown(run, best)
+    _render_iterations(run)
+    _render_actions(run_id, run, history, user)
+    _render_conflict(run_id)
+    st.markdown("#### History")
+    if history:
+        st.dataframe(history_frame(history), hide_index=True, key="review.history")
+    else:
+        st.caption("No review actions on this run yet.")
+
+
+def _render_sources(run: Run, best: Iteration | None) -> None:
+    st.markdown("#### Sources")
+    if not run.citations:
+        st.info("The answer cites no passages.")
+        return
+    hits = {h.get("chunk_id"): h for h in (best.retrieval.get("hits", []) if best else [])}
+    for citation in run.citations:
+        hit = hits.get(citation.get("chunk_id"))
+        st.text(f"[{citation.get('marker')}] {citation.get('external_id')} — document {citation.get('document_id')}, "
+                f"chunk {citation.get('chunk_id')}")
+        parts = split_quote(hit.get("text", ""), citation.get("quote") or "") if hit else None
+        if parts is None:
+            st.code(citation.get("quote") or "", language=None, wrap_lines=True)
+            st.caption("The quoted passage was not found verbatim in the stored chunk." if hit
+                       else "The cited chunk is not among the stored hits.")
+            if hit:
+                st.text(hit.get("text", ""))
+            continue
+        before, quote, after = parts
+        if before.strip():
+            st.text(before.strip())
+        st.code(quote, language=None, wrap_lines=True)
+        if after.strip():
+            st.text(after.strip())
+
+
+def _render_breakdown(run: Run, best: Iteration | None) -> None:
+    st.markdown("#### Confidence")
+    if best is None or not best.raw_metrics:
+        st.info("No retrieval metrics are stored for this run.")
+        return
+    try:
+        profile = run_profile(run)
+    except (InputError, KeyError, TypeError, ValueError) as exc:
+        st.error(f"The run's stored weights profile cannot be read ({exc}); showing the default weights.")
+        profile = DEFAULT_PROFILE
+    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.get("reranker", "none"))
+    st.plotly_chart(breakdown_figure(breakdown), key="review.breakdown")
+    st.caption(f"Retrieval confidence {breakdown.overall:.2f} ({breakdown.level}) under the run's weights; "
+               f"blended with the other signals: {run.final_confidence:.2f}.")
+    for line in breakdown.recommendations:
+        st.text(f"• {line}")
+
+
+def _render_iterations(run: Run) -> None:
+    st.markdown("#### Iterations")
+    for it in run.iterations:
+        best = " · best" if it.ordinal == run.best_iteration else ""
+        with st.expander(f"Iteration {it.ordinal}: {it.decision} · confidence {it.confidence:.2f} ({it.level}){best}"):
+            st.text(f"Query used: {it.query_used}")
+            st.text(f"Decision: {it.decision} — {it.decision_reason}")
+            reflection = (it.reflection or {}).get("reflection_score")
+            st.text(f"Reflection score: {reflection:.2f}" if reflection is not None else "Reflection score: not run")
+            grade = it.grade or {}
+            st.text(f"Grade: {grade['score']}/5 ({grade.get('label', '')})" if grade else "Grade: not run")
+            st.text("Gaps: " + ("; ".join(it.gaps) if it.gaps else "none"))
+            for error in it.errors:
+                st.text(f"Error in {error.get('stage')} ({error.get('kind')}): {error.get('message')}")
+            if not it.errors:
+                st.text("Errors: none")
+
+
+def _render_actions(run_id: int, run: Run, history: Sequence[Review], user: CurrentUser) -> None:
+    st.markdown("#### Your review")
+    try:
+        require_reviewer(user)
+    except WorkbenchError as exc:
+        st.warning(str(exc))
+    approve_tab, flag_tab, correct_tab = st.tabs(["Approve", "Flag", "Correct"])
+    with approve_tab, st.form("review.approve_form"):
+        comment = st.text_area("Comment (optional)", key=f"review.approve.comment.{run_id}", max_chars=MAX_COMMENT_CHARS)
+        if st.form_submit_button("Approve", type="primary", key="review.approve.save"):
+            _save(run_id, "approve", user, comment=comment)
+    with flag_tab, st.form("review.flag_form"):
+        reason = st.selectbox("Reason", FLAG_REASONS, key=f"review.flag.reason.{run_id}")
+        comment = st.text_area("Comment", key=f"review.flag.comment.{run_id}", max_chars=MAX_COMMENT_CHARS)
+        if st.form_submit_button("Flag", key="review.flag.save"):
+            _save(run_id, "flag", user, comment=comment, flag_reason=reason)
+    with correct_tab, st.form("review.correct_form"):
+        corrected = st.text_area("Corrected answer", value=correction_prefill(run, history), height=200,
+                                 key=f"review.correct.answer.{run_id}", max_chars=MAX_ANSWER_CHARS)
+        comment = st.text_area("Comment (optional)", key=f"review.correct.comment.{run_id}", max_chars=MAX_COMMENT_CHARS)
+        if st.form_submit_button("Save correction", key="review.correct.save"):
+            _save(run_id, "correct", user, comment=comment, corrected_answer=corrected)
+
+
+def _save(run_id: int, action: str, user: CurrentUser, **fields: Any) -> None:
+    try:
+        require_reviewer(user)
+        review = submit_review(run_id, expected_version=st.session_state[VERSION_KEY], action=action,
+                               reviewer=user.name, **fields)
+    except ConflictError as exc:
+        attempted = {"status": ACTIONS[action], "reviewer": user.name, **fields}
+        st.session_state[CONFLICT_KEY] = {"run_id": run_id, "message": str(exc), "current": dict(exc.current),
+                                          "attempted": attempted}
+        return
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    st.session_state[FLASH_KEY] = f"Saved: run {run_id} is now {review.new_status} (version {review.version})."
+    st.session_state[CLEAR_KEY] = True
+    st.rerun()
+
+
+def _render_conflict(run_id: int) -> None:
+    conflict = st.session_state.get(CONFLICT_KEY)
+    if not conflict or conflict["run_id"] != run_id:
+        return
+    st.error(conflict["message"])
+    theirs, yours = st.columns(2)
+    theirs.markdown("**Saved meanwhile (current)**")
+    for line in state_lines(conflict["current"]):
+        theirs.text(line)
+    yours.markdown("**Yours (not saved)**")
+    for line in state_lines(conflict["attempted"]):
+        yours.text(line)
+    st.button("Reload", key="review.reload", on_click=_reload, args=(conflict["current"].get("version"),),
+              help="Review against the current version; your inputs stay in the forms above.")
+
+
+def _reload(version: int) -> None:
+    # The version shown in the conflict is the one the reviewer has now seen; a change after
+    # it conflicts again rather than being overwritten unseen.
+    st.session_state[VERSION_KEY] = version
+    st.session_state.pop(CONFLICT_KEY, None)
+
+
+# Streamlit runs pages as __main__; tests import this module for its pure helpers.
+if __name__ == "__main__":
+    main()

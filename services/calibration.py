@@ -29,16 +29,21 @@ VERDICT_STATUSES = ("approved", "flagged", "corrected")
 LOGISTIC_C = 100.0
 
 
-def _as_verdicts(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
-    scores = np.asarray(scores, dtype=np.float64).ravel()
+def _as_labels(labels: Any) -> np.ndarray:
     labels = np.asarray(labels).ravel()
-    if scores.shape != labels.shape:
-        raise InputError(f"{len(scores)} scores but {len(labels)} verdicts: they must pair up one to one")
     if not np.isin(labels, (0, 1)).all():
         raise InputError("verdict labels must be 1 (approved) or 0 (flagged or corrected); leave unreviewed runs out")
+    return labels.astype(np.int64)
+
+
+def _as_verdicts(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    labels = _as_labels(labels)
+    if scores.shape != labels.shape:
+        raise InputError(f"{len(scores)} scores but {len(labels)} verdicts: they must pair up one to one")
     if not np.isfinite(scores).all():
         raise InputError("scores must be finite numbers")
-    return scores, labels.astype(np.int64)
+    return scores, labels
 
 
 def _require_verdicts(labels: np.ndarray, minimum: int, what: str, *, both_classes: bool = True) -> None:
@@ -185,7 +190,9 @@ def fit_weights(components: Any, labels: Any) -> dict[str, float]:
     matrix = np.asarray(components, dtype=np.float64)
     if matrix.ndim != 2 or matrix.shape[1] != len(COMPONENTS):
         raise InputError(f"components must be an (n, {len(COMPONENTS)}) array in COMPONENTS order")
-    _, labels = _as_verdicts(np.zeros(len(matrix)), labels)
+    labels = _as_labels(labels)
+    if len(labels) != len(matrix):
+        raise InputError(f"{len(matrix)} runs' components but {len(labels)} verdicts: they must pair up one to one")
     _require_verdicts(labels, MIN_VERDICTS, "Fitting weights")
     centered = matrix - matrix.mean(axis=0)
     weights, _residual = nnls(centered, labels - labels.mean())

@@ -51,8 +51,6 @@ def ingest(
     """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora."""
     from services.ingest import ingest_paths
 
-    bar = tqdm(desc="ingesting", unit="doc", disable=as_json, file=sys.stderr)
-
     def progress(p) -> None:  # type: ignore[no-untyped-def]
         bar.total = p.documents_total
         bar.n = p.documents_done
@@ -60,11 +58,11 @@ def ingest(
         bar.refresh()
 
     try:
-        summary = ingest_paths(paths, collection=collection, on_progress=progress)
+        # The bar closes (ending its line) before an error is printed on a line of its own.
+        with tqdm(desc="ingesting", unit="doc", disable=as_json, file=sys.stderr) as bar:
+            summary = ingest_paths(paths, collection=collection, on_progress=progress)
     except WorkbenchError as exc:
         _fail(exc)
-    finally:
-        bar.close()
     if as_json:
         _emit(summary.to_dict())
         return
@@ -119,6 +117,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON."),
 ) -> None:
     """nDCG@10, Recall@100, MRR@10 per mode, and AUROC of confidence for hit@10."""
+    from services.errors import InputError
     from services.evaluation import evaluate as run_eval
     from services.evaluation import load_qrels, load_queries
     from services.ingest import ingest_paths
@@ -126,13 +125,16 @@ def evaluate(
     name = collection or (f"eval-{corpus.resolve().parent.name}" if corpus else "default")
     try:
         if corpus is not None:
-            ingest_paths([corpus], collection=name)
+            loaded = ingest_paths([corpus], collection=name)
+            if loaded.ingested + loaded.replaced + loaded.unchanged == 0:
+                reasons = "; ".join(f"{s.source}: {s.reason}" for s in loaded.skipped[:3])
+                raise InputError(f"no documents could be read from the corpus {corpus} ({reasons})")
         judgements = load_qrels(qrels)
         items = [q for q in load_queries(queries) if judgements.get(q.query_id)][:limit]
-        bar = tqdm(total=len(items) * len(modes.split(",")), desc="evaluating", unit="query", file=sys.stderr, disable=as_json)
-        reports = run_eval(items, judgements, modes=[m.strip() for m in modes.split(",")], collection=name,
-                           on_progress=lambda done, total: bar.update(done - bar.n))
-        bar.close()
+        with tqdm(total=len(items) * len(modes.split(",")), desc="evaluating", unit="query", file=sys.stderr,
+                  disable=as_json) as bar:
+            reports = run_eval(items, judgements, modes=[m.strip() for m in modes.split(",")], collection=name,
+                               on_progress=lambda done, total: bar.update(done - bar.n))
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:

@@ -218,8 +218,9 @@ def overall(component_vector: np.ndarray, profile: WeightsProfile = DEFAULT_PROF
     return float(np.dot(profile.weight_vector(), component_vector))
 
 
-def rescore(component_matrix: np.ndarray, profile: WeightsProfile) -> np.ndarray:
-    """Totals for many stored runs at once: one matrix-vector product."""
+def retrieval_totals(component_matrix: np.ndarray, profile: WeightsProfile) -> np.ndarray:
+    """Retrieval confidence for many stored runs at once: one matrix-vector product.
+    (The final, blended confidence is services.tuning.rescore.)"""
     return np.asarray(component_matrix, dtype=np.float64) @ profile.weight_vector()
 
 

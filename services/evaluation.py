@@ -18,6 +18,7 @@ from services import embedding
 from services.confidence import DEFAULT_PROFILE, WeightsProfile, components_from_raw, overall, raw_metrics
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
+from services.llm.base import AnswerBackend
 from services.retrieval import default_params, search_in_session
 from services.store import transaction
 
@@ -137,3 +138,34 @@ def _auroc(per_query: list[dict[str, object]]) -> float | None:
         return None  # AUROC is undefined with one class
     scores = np.array([float(p["confidence"]) for p in per_query])  # type: ignore[arg-type]
     return float(roc_auc_score(labels, scores))
+
+
+def queue_evaluation_runs(
+    queries: Sequence[EvalQuery],
+    *,
+    preset: str = "balanced",
+    collection: str = "default",
+    on_progress: Callable[[int, int], None] | None = None,
+    backend: AnswerBackend | None = None,
+) -> list[int]:
+    """Answer evaluated questions with the pipeline (source "eval") and put every run in the
+    review queue as pending, returning the run ids in query order.
+
+    Runs the pipeline would auto-accept are queued too: these runs exist to collect verdicts
+    for calibration, and verdicts on the low-confidence runs alone would be a biased sample.
+    """
+    from services import pipeline
+    from services.llm.backends import backend_for
+    from services.review import send_to_review
+
+    backend = backend or backend_for()
+    run_ids: list[int] = []
+    for done, query in enumerate(queries, start=1):
+        run = pipeline.run(query.text, preset, backend=backend, collection=collection, source="eval")
+        assert run.run_id is not None  # pipeline.run returns the stored run
+        if run.status == "auto_accepted":
+            send_to_review(run.run_id, reviewer="evaluation")
+        run_ids.append(run.run_id)
+        if on_progress is not None:
+            on_progress(done, len(queries))
+    return run_ids

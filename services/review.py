@@ -205,8 +205,9 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
         for r, c in zip(rows, calibrated)
     ]
     if order == "disagreement":
-        return sorted(items, key=lambda i: (-i.disagreement, i.calibrated, i.run_id))
-    return sorted(items, key=lambda i: (i.calibrated, i.run_id))
+        return sorted(items, key=lambda i: (-i.disagreement, i.calibrated, i.confidence, i.run_id))
+    # Isotonic calibration is a step function: the raw score orders runs within a step.
+    return sorted(items, key=lambda i: (i.calibrated, i.confidence, i.run_id))
 
 
 def signal_disagreement(signals: dict[str, float]) -> float:

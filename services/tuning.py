@@ -10,6 +10,7 @@ iteration is "best" is not re-decided: that would need the other iterations' ans
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,7 @@ SELECT id, query, status, final_level, final_confidence, preset, components,
        final_answer <> '' AS has_answer,
        crag_verdict IS NOT DISTINCT FROM 'CORRECT' AS crag_correct,
        coalesce(reflection_score >= coalesce(CAST(config->>'reflection_min_score' AS float8), %(reflection_min)s),
-                false) AS reflection_approved,
-       CASE WHEN status = %(approved)s THEN 1 WHEN status = ANY(%(rejected)s) THEN 0 ELSE -1 END AS label
+                false) AS reflection_approved
 FROM runs
 ORDER BY id DESC
 LIMIT CAST(%(limit)s AS bigint)
@@ -77,12 +77,12 @@ def load_run_matrix(*, session: Session | None = None, limit: int | None = None)
     if session is None:
         with transaction() as own:
             return load_run_matrix(session=own, limit=limit)
-    params = {"limit": limit, "reflection_min": DEFAULT_REFLECTION_MIN, "approved": "approved",
-              "rejected": [s for s, label in VERDICT_LABELS.items() if label == 0]}
+    params = {"limit": limit, "reflection_min": DEFAULT_REFLECTION_MIN}
     # Binary results on the session's own connection (same transaction): psycopg decodes
     # float8[] and numbers without text parsing, about half the time of a text() query at
     # 10k runs, and this load is what the Tuning page waits for.
     driver = session.connection().connection.driver_connection
+    assert driver is not None  # a checked-out connection always has its DBAPI connection
     with driver.cursor(binary=True) as cursor:
         cursor.execute(_RUN_MATRIX_SQL, params)
         rows = cursor.fetchall()
@@ -91,9 +91,9 @@ def load_run_matrix(*, session: Session | None = None, limit: int | None = None)
 
 def _matrix_from_rows(rows: Any) -> RunMatrix:
     n = len(rows)
-    columns = list(zip(*rows)) if n else [()] * 14
+    columns = list(zip(*rows)) if n else [()] * 13
     (ids, queries, statuses, levels_, confidence, presets, components, reflection, grade_norm, heuristic,
-     has_answer, crag_correct, reflection_approved, labels) = columns
+     has_answer, crag_correct, reflection_approved) = columns
 
     def floats(values: Any) -> np.ndarray:
         return np.array(values, dtype=np.float64)  # None -> NaN
@@ -103,13 +103,18 @@ def _matrix_from_rows(rows: Any) -> RunMatrix:
         out[:] = values
         return out
 
+    status_array = objects(statuses)
+    labels = np.full(n, -1, dtype=np.int8)
+    for status, label in VERDICT_LABELS.items():
+        labels[status_array == status] = label
     return RunMatrix(
         run_ids=np.array(ids, dtype=np.int64),
-        components=np.array(components, dtype=np.float64).reshape(n, len(COMPONENTS)),
+        components=np.fromiter(chain.from_iterable(components), np.float64, count=n * len(COMPONENTS))
+        .reshape(n, len(COMPONENTS)),
         reflection=floats(reflection), grade_norm=floats(grade_norm), heuristic=floats(heuristic),
         has_answer=np.array(has_answer, dtype=bool), crag_correct=np.array(crag_correct, dtype=bool),
-        reflection_approved=np.array(reflection_approved, dtype=bool), statuses=objects(statuses),
-        labels=np.array(labels, dtype=np.int8), queries=objects(queries), current_levels=objects(levels_),
+        reflection_approved=np.array(reflection_approved, dtype=bool), statuses=status_array,
+        labels=labels, queries=objects(queries), current_levels=objects(levels_),
         stored_confidence=floats(confidence), presets=objects(presets),
     )
 

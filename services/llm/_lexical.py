@@ -43,6 +43,7 @@ class Segment:
     display: str  # as it reads inside an answer
     scoring: str  # markup-free text that is embedded and matched
     answerable: bool  # a statement worth extracting (not a heading, fragment or separator)
+    heading: bool
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,11 @@ def segment_chunk(text: str) -> tuple[Segment, ...]:
             scoring = clean(display)
             tokens = tokenize(scoring)
             letters = sum(ch.isalnum() for ch in scoring)
-            answerable = (not _HEADING.match(quote) and len(tokens) >= _MIN_ANSWER_TOKENS
+            heading = bool(_HEADING.match(quote))
+            answerable = (not heading and len(tokens) >= _MIN_ANSWER_TOKENS
                           and letters >= 0.5 * len(scoring.replace(" ", "")) and not _NOT_A_STATEMENT.search(
                               display if is_table else quote))
-            segments.append(Segment(quote, display, scoring, answerable))
+            segments.append(Segment(quote, display, scoring, answerable, heading))
         offset = start + len(run)
     return tuple(segments)
 
@@ -100,7 +102,7 @@ def _runs(text: str) -> list[tuple[bool, str]]:
 def _prose(run: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     cursor, pending = 0, ""
-    for sentence in split_sentences(run):
+    for sentence in (s for block in _blocks(run) for s in split_sentences(block)):
         # pysbd ends a sentence at the "." inside `$INTP_CFG.$MAX_CALL_DEPTH`: rejoin code spans.
         pending = f"{pending} {sentence}" if pending else sentence
         if pending.count("`") % 2:
@@ -112,6 +114,18 @@ def _prose(run: str) -> list[tuple[str, str]]:
             cursor = span[1]
         pending = ""
     return found
+
+
+def _blocks(run: str) -> list[str]:
+    """Lines, rejoined only where a hard wrap continues a sentence: chunking joins the blocks
+    of a chunk with a newline, so a line break there ends a list item or paragraph."""
+    blocks: list[str] = []
+    for line in run.splitlines():
+        if blocks and line[:1].islower() and not re.search(r"[.!?:]\W*$", blocks[-1]):
+            blocks[-1] += " " + line
+        else:
+            blocks.append(line)
+    return blocks
 
 
 def _locate(sentence: str, text: str, start: int) -> tuple[int, int] | None:

@@ -150,10 +150,13 @@ class OfflineBackend(AnswerBackend):
         cited = sorted({int(n) for group in _MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
         if not sentences:
             return Reflection(False, False, 0.0, tuple(map(str, cited)), "no answer was produced", True, ())
-        support = self._support(sentences, chunks)
+        plain = " ".join(sentences)
+        pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
+                if not seg.heading]
+        vectors = self._embed([query, plain, *sentences, *pool])  # one batch; most are cached already
+        support = _support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
         grounding = float(np.mean(support))
         terms = lex.query_terms(query)
-        plain = " ".join(sentences)
         coverage = lex.coverage(terms, plain)
         relevance = self._relevance(query, plain)
         score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
@@ -179,21 +182,6 @@ class OfflineBackend(AnswerBackend):
             needs_regeneration=bool(score < REGENERATE_BELOW),
             sentence_support=tuple(round(float(s), 4) for s in support),
         )
-
-    def _support(self, sentences: list[str], chunks: list[Hit]) -> list[float]:
-        """Per answer sentence: the best 0.5 cosine + 0.5 containment over chunk sentences."""
-        pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)]
-        if not pool:
-            return [0.0] * len(sentences)
-        vectors = self._embed([*sentences, *pool])
-        cosine = np.clip(vectors[:len(sentences)] @ vectors[len(sentences):].T, 0.0, 1.0)
-        pool_stems = [lex.stems(p) for p in pool]
-        support = []
-        for i, sentence in enumerate(sentences):
-            own = lex.stems(sentence)
-            contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
-            support.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
-        return support
 
     def _relevance(self, query: str, answer: str) -> float:
         """cos(query, answer) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
@@ -239,6 +227,21 @@ class OfflineBackend(AnswerBackend):
             for text in texts:
                 self._vectors.move_to_end(text)
             return np.stack([self._vectors[t] for t in texts])
+
+
+def _support(sentences: list[str], sentence_vectors: np.ndarray, pool: list[str],
+             pool_vectors: np.ndarray) -> list[float]:
+    """Per answer sentence: the best 0.5 cosine + 0.5 containment over the chunk sentences."""
+    if not pool:
+        return [0.0] * len(sentences)
+    cosine = np.clip(sentence_vectors @ pool_vectors.T, 0.0, 1.0)
+    pool_stems = [lex.stems(p) for p in pool]
+    support = []
+    for i, sentence in enumerate(sentences):
+        own = lex.stems(sentence)
+        contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
+        support.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
+    return support
 
 
 def _candidates(chunks: Sequence[Hit], *, answerable_only: bool, limit: int) -> list[tuple[int, int, lex.Segment]]:

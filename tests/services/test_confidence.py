@@ -15,7 +15,7 @@ from services.confidence import (
     hit_relevance,
     overall,
     raw_metrics,
-    rescore,
+    retrieval_totals,
     score_retrieval,
 )
 from services.domain import Hit, RetrievalResult
@@ -102,11 +102,11 @@ def test_reranker_score_drives_relevance_and_impact():
     assert raw["reranker_impact"] == pytest.approx(1.5)
 
 
-def test_rescore_matrix_matches_per_row_dot_product():
+def test_retrieval_totals_match_per_row_dot_product():
     rng = np.random.default_rng(7)
     matrix = rng.random((50, len(COMPONENTS)))
     profile = WeightsProfile(name="t", version=2, weights={c: float(i + 1) for i, c in enumerate(COMPONENTS)})
-    totals = rescore(matrix, profile)
+    totals = retrieval_totals(matrix, profile)
     assert totals == pytest.approx([overall(row, profile) for row in matrix])
     assert profile.weight_vector().sum() == pytest.approx(1.0)
 

@@ -147,4 +147,21 @@ def test_eval_with_unknown_mode_exits_1(tmp_path):  # type: ignore[no-untyped-de
     result = CliRunner().invoke(app, ["eval", "--queries", str(_write_queries(tmp_path / "q.jsonl")),
                                       "--qrels", str(qrels), "--modes", "bm25,semantic"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: ") and "semantic" in result.stderr
+    errors = _error_lines(result.stderr)  # on a line of its own, not glued to the progress bar
+    assert len(errors) == 1 and "unknown mode(s) semantic" in errors[0]
+
+
+def test_eval_with_unreadable_corpus_exits_1_instead_of_scoring_nothing(tmp_path):  # type: ignore[no-untyped-def]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\td1\t1\n")
+    missing = tmp_path / "no-such-corpus.jsonl"
+    result = CliRunner().invoke(app, ["eval", "--corpus", str(missing), "--queries",
+                                      str(_write_queries(tmp_path / "q.jsonl")), "--qrels", str(qrels), "--json"])
+    assert result.exit_code == 1
+    errors = _error_lines(result.stderr)
+    assert len(errors) == 1 and str(missing) in errors[0] and "no such file or directory" in errors[0]
+    assert result.stdout == ""
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]

@@ -1,0 +1,112 @@
+"""Pipeline benchmark: answerable-vs-unanswerable AUROC of final confidence, per-stage
+latency per preset (offline backend), and the share of runs per route.
+
+    python bench/pipeline.py [--per-class 100] [--presets minimal,balanced,research]
+
+Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import (  # noqa: E402
+    SQUAD_DIR,
+    emit,
+    log,
+    machine,
+    make_data_dir,
+    median,
+    phase,
+    rounded,
+    shutdown_store,
+    squad_questions,
+    today,
+)
+
+STAGES = ("retrieval", "scoring", "crag", "generation", "reflection", "grading", "gaps", "decision")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--per-class", type=int, default=100, help="answerable and unanswerable questions each")
+    parser.add_argument("--presets", default="minimal,balanced,research")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    parser.add_argument("--seed", type=int, default=13)
+    args = parser.parse_args()
+
+    data_dir, created = make_data_dir(args.data_dir)
+    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object is built
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sklearn.metrics import roc_auc_score
+
+    from db import get_settings
+    from services import pipeline
+    from services.ingest import ingest_paths
+    from services.llm.backends import backend_for
+
+    get_settings.cache_clear()
+    settings = get_settings()
+    timings: dict[str, float] = {}
+    try:
+        with phase("ingest SQuAD corpus (real model)", timings):
+            ingest_paths([SQUAD_DIR / "corpus.jsonl"])
+        questions = squad_questions()
+        rng = random.Random(args.seed)
+        answerable = rng.sample([q for q in questions if not q["metadata"]["is_impossible"]], args.per_class)
+        unanswerable = rng.sample([q for q in questions if q["metadata"]["is_impossible"]], args.per_class)
+        sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
+        backend = backend_for(settings)
+        results: dict[str, dict] = {}
+        for preset in args.presets.split(","):
+            scores, labels, routes = [], [], Counter()
+            stage_ms: dict[str, list[float]] = {s: [] for s in STAGES}
+            with phase(f"{preset}: {len(sample)} questions", timings):
+                for i, (question, label) in enumerate(sample, 1):
+                    run = pipeline.run(question["text"], preset, backend=backend, source="bench", settings=settings)
+                    scores.append(run.final_confidence)
+                    labels.append(label)
+                    routes[" -> ".join(run.route)] += 1
+                    for stage in STAGES:
+                        spent = [it.latency_ms[stage] for it in run.iterations if stage in it.latency_ms]
+                        if spent:
+                            stage_ms[stage].append(sum(spent))
+                    if i % 20 == 0:
+                        log(f"  {preset}: {i}/{len(sample)}")
+            pos = [s for s, y in zip(scores, labels) if y]
+            neg = [s for s, y in zip(scores, labels) if not y]
+            results[preset] = {
+                "auroc_answerable": rounded(roc_auc_score(labels, scores)),
+                "mean_confidence_answerable": rounded(sum(pos) / len(pos)),
+                "mean_confidence_unanswerable": rounded(sum(neg) / len(neg)),
+                "p50_ms_by_stage": {s: rounded(median(v), 1) for s, v in stage_ms.items() if v},
+                "route_share": {r: rounded(c / len(sample)) for r, c in routes.most_common()},
+            }
+            log(f"{preset}: {results[preset]}")
+        headline = results.get("balanced") or next(iter(results.values()))
+        emit({
+            "auroc_answerable": headline["auroc_answerable"],
+            "p50_ms_by_stage": {p: r["p50_ms_by_stage"] for p, r in results.items()},
+            "route_share": {p: r["route_share"] for p, r in results.items()},
+            "by_preset": {p: {k: v for k, v in r.items() if k not in ("p50_ms_by_stage", "route_share")}
+                          for p, r in results.items()},
+            "questions_per_class": args.per_class,
+            "backend": backend.label,
+            "timings_s": timings,
+            "machine": machine(),
+            "date": today(),
+        })
+    finally:
+        shutdown_store(settings, data_dir, remove=created and not args.keep)
+
+
+if __name__ == "__main__":
+    main()
