@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from db import describe_store, get_settings
@@ -34,6 +36,18 @@ def cached_active_profile_label() -> str:
     from services.profiles import active_profile
 
     return active_profile()[0].label
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def as_plain(text: str) -> str:
+    """Escape markdown so messages quoting user text (ids, file names) show literally."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def show_error(error: Exception | str) -> None:
+    st.error(as_plain(str(error)))
 
 
 def _secrets() -> dict:

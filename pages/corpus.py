@@ -129,7 +129,7 @@ def _render_upload() -> None:
     summary = st.session_state.get(LAST_INGEST_KEY)
     if summary is not None:
         st.text(f"Last ingest: {summary_line(summary)}")
-        st.dataframe(outcomes_frame(summary), hide_index=True, key="corpus.outcomes")
+        st.dataframe(outcomes_frame(summary), hide_index=True)
 
 
 def _render_stats(documents: list[DocumentInfo]) -> None:
@@ -146,7 +146,7 @@ def _render_documents(documents: list[DocumentInfo]) -> None:
     st.subheader("Documents")
     filter_text = st.text_input("Filter", key="corpus.filter", placeholder="part of an id, title or file name")
     frame = documents_frame(documents, filter_text)
-    st.dataframe(frame, hide_index=True, key="corpus.documents")
+    st.dataframe(frame, hide_index=True)
     shown = f"{len(frame):,} of {len(documents):,} documents"
     if len(documents) >= DOCUMENT_LIMIT:
         shown += f" (the list stops at the first {DOCUMENT_LIMIT:,})"

@@ -65,4 +65,5 @@ def _render_result(result: RetrievalResult) -> None:
         st.plotly_chart(charts.rank_scatter_figure(result.hits), key="search.scatter")
 
 
-main()
+if __name__ == "__main__":
+    main()

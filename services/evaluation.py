@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class ModeReport:
 
 def load_queries(path: Path) -> list[EvalQuery]:
     queries = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -59,17 +60,25 @@ def load_queries(path: Path) -> list[EvalQuery]:
     return queries
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     """BEIR qrels TSV (query-id, corpus-id, score), header optional."""
     qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8", newline="") as handle:
-        for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), 1):
-            if not row or (lineno == 1 and row[0] == "query-id"):
-                continue
-            try:
-                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
-            except (IndexError, ValueError) as exc:
-                raise InputError(f"{path}: line {lineno} is not 'query-id<TAB>corpus-id<TAB>score'") from exc
+    for lineno, row in enumerate(csv.reader(io.StringIO(_read_text(path), newline=""), delimiter="\t"), 1):
+        if not row or (lineno == 1 and row[0] == "query-id"):
+            continue
+        try:
+            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+        except (IndexError, ValueError) as exc:
+            raise InputError(f"{path}: line {lineno} is not 'query-id<TAB>corpus-id<TAB>score'") from exc
     return qrels
 
 
@@ -145,6 +154,7 @@ def queue_evaluation_runs(
     *,
     preset: str = "balanced",
     collection: str = "default",
+    requested_by: str = "evaluation",
     on_progress: Callable[[int, int], None] | None = None,
     backend: AnswerBackend | None = None,
 ) -> list[int]:
@@ -156,15 +166,13 @@ def queue_evaluation_runs(
     """
     from services import pipeline
     from services.llm.backends import backend_for
-    from services.review import send_to_review
 
     backend = backend or backend_for()
     run_ids: list[int] = []
     for done, query in enumerate(queries, start=1):
-        run = pipeline.run(query.text, preset, backend=backend, collection=collection, source="eval")
+        run = pipeline.run(query.text, preset, backend=backend, collection=collection, source="eval",
+                           force_pending=True, requested_by=requested_by)
         assert run.run_id is not None  # pipeline.run returns the stored run
-        if run.status == "auto_accepted":
-            send_to_review(run.run_id, reviewer="evaluation")
         run_ids.append(run.run_id)
         if on_progress is not None:
             on_progress(done, len(queries))

@@ -69,8 +69,14 @@ def run(
     source: str = "ask",
     settings: Settings | None = None,
     config: FeatureConfig | None = None,
+    force_pending: bool = False,
+    requested_by: str = "",
 ) -> Run:
-    """Answer `query`, store the run atomically, and return it with its id."""
+    """Answer `query`, store the run atomically, and return it with its id.
+
+    `force_pending` queues the run for review whatever its confidence (evaluation sets
+    collect verdicts on confident runs too, or calibration would see a biased sample).
+    """
     settings = settings or get_settings()
     config = config or get_preset(preset)
     query = clean_query(query, max_chars=settings.max_query_chars)
@@ -104,11 +110,13 @@ def run(
     final_level = weights_profile.level(best.confidence)
     reflection_ok = bool(best.reflection and best.reflection.get("reflection_score", 0) >= config.reflection_min_score)
     crag_ok = bool(best.crag and best.crag["verdict"] == "CORRECT")
-    status = "auto_accepted" if (final_level == "HIGH" and crag_ok and reflection_ok and best.answer) else "pending"
+    auto = final_level == "HIGH" and crag_ok and reflection_ok and bool(best.answer)
+    status = "auto_accepted" if auto and not force_pending else "pending"
     hits = best.retrieval["hits"]
     note = INSUFFICIENT if not hits else ("" if best.answer else "no answer could be produced from the retrieved text")
     emit("adaptive_refinement_complete", f"Done after {len(iterations)} iteration(s): {status}",
-         attempts=len(iterations), final_confidence=best.confidence, best_iteration=best.ordinal, status=status)
+         attempts=len(iterations), final_confidence=best.confidence, best_iteration=best.ordinal, status=status,
+         would_auto_accept=auto)
     run_record = Run(
         query=query, preset=preset, collection=collection, source=source, backend=backend.name, model=backend.model,
         status=status, final_answer=best.answer, citations=best.citations, final_confidence=best.confidence,
@@ -117,7 +125,8 @@ def run(
         grade=(best.grade or {}).get("score"), crag_verdict=(best.crag or {}).get("verdict"), signals=best.signals,
         route=tuple(it.decision for it in iterations), best_iteration=best.ordinal,
         weights_profile=weights_profile.label, weights_profile_id=profile_id,
-        config={"preset": preset, **config.to_dict(), "profile": weights_profile.to_dict()},
+        config={"preset": preset, **config.to_dict(), "profile": weights_profile.to_dict(),
+                "force_pending": force_pending, "requested_by": requested_by},
         outcome_note=note, latency_ms=emit.events[-1].elapsed_ms, iterations=tuple(iterations),
         events=tuple(emit.events),
     )

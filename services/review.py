@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 
 from db.models import ReviewHistory
 from db.models import Run as RunRow
@@ -126,6 +126,15 @@ def _conflict(session, run_id: int, expected_version: int) -> Exception:  # type
     return ConflictError(message, current=current)
 
 
+def current_review_state(run_id: int) -> tuple[str, int]:
+    """A run's review status and version; the version is what a save sends as expected_version."""
+    with transaction() as session:
+        row = session.execute(select(RunRow.status, RunRow.review_version).where(RunRow.id == run_id)).first()
+    if row is None:
+        raise NotFoundError(f"run {run_id} does not exist")
+    return row.status, row.review_version
+
+
 def review_history(run_id: int) -> list[Review]:
     with transaction() as session:
         rows = session.scalars(select(ReviewHistory).where(ReviewHistory.run_id == run_id).order_by(ReviewHistory.version))
@@ -133,13 +142,28 @@ def review_history(run_id: int) -> list[Review]:
                        r.corrected_answer, r.comment, r.created_at) for r in rows]
 
 
-def send_to_review(run_id: int, *, reviewer: str) -> None:
-    """Put an auto-accepted run into the queue by hand (a person chose to; not automatic)."""
+_SEND_TO_REVIEW = """
+UPDATE runs SET status = 'pending', review_version = review_version + 1
+WHERE id = :run_id AND status = 'auto_accepted'
+RETURNING review_version
+"""
+
+
+def send_to_review(run_id: int, *, reviewer: str) -> bool:
+    """Put an auto-accepted run into the queue by hand (a person chose to; never automatic).
+
+    Recorded in the history like any review action; False when the run was not auto-accepted.
+    """
     with transaction() as session:
-        changed = session.execute(update(RunRow).where(RunRow.id == run_id, RunRow.status == "auto_accepted")
-                                  .values(status="pending")).rowcount
-        if not changed and session.get(RunRow, run_id) is None:
-            raise NotFoundError(f"run {run_id} does not exist")
+        version = session.execute(text(_SEND_TO_REVIEW), {"run_id": run_id}).scalar()
+        if version is None:
+            if session.get(RunRow, run_id) is None:
+                raise NotFoundError(f"run {run_id} does not exist")
+            return False
+        session.add(ReviewHistory(run_id=run_id, version=version, action="send_to_review",
+                                  reviewer=reviewer.strip() or "unknown", previous_status="auto_accepted",
+                                  new_status="pending", comment=""))
+        return True
 
 
 @dataclass(frozen=True)
@@ -221,5 +245,5 @@ _COUNTS_SQL = "SELECT status, count(*) FROM runs GROUP BY status"
 
 def queue_counts() -> dict[str, int]:
     with transaction() as session:
-        counts = dict(session.execute(text(_COUNTS_SQL)).all())
+        counts: dict[str, int] = dict(session.execute(text(_COUNTS_SQL)).tuples().all())
     return {status: int(counts.get(status, 0)) for status in ("pending", "approved", "flagged", "corrected", "auto_accepted")}

@@ -35,7 +35,9 @@ RELEVANCE_LEXICAL_WEIGHT = 0.4
 RELEVANCE_FLOOR = 0.25  # below this a sentence is not about the question at all
 RELATIVE_FLOOR = 0.6  # ...or when it is this much weaker than the best sentence
 MAX_CANDIDATES = 80  # ~5 ms to embed a sentence on a laptop CPU: bounds per-query work
+EMBED_AT_MOST = 32
 MAX_SUPPORT_SENTENCES = 200
+SUPPORT_POOL_PER_SENTENCE = 8
 PRF_DEPTH = 3  # the top chunks pseudo-relevance feedback trusts to be on topic
 
 # reflection_score = 0.4 grounding + 0.35 coverage + 0.25 relevance. Grounding leads, as
@@ -108,12 +110,17 @@ class OfflineBackend(AnswerBackend):
         candidates = _candidates(chunks, answerable_only=True, limit=MAX_CANDIDATES)
         if not query.strip() or not candidates:
             return Generation(answer="")
+        terms = lex.query_terms(query)
+        lexical = np.array([lex.coverage(terms, seg.scoring) if terms else 0.0 for _, _, seg in candidates])
+        if len(candidates) > EMBED_AT_MOST:
+            # Embedding is the cost: only the sentences sharing most query terms are embedded
+            # (rank order breaks ties, so with no overlap at all the top chunks are read).
+            keep = sorted(sorted(range(len(candidates)), key=lambda i: (-lexical[i], i))[:EMBED_AT_MOST])
+            candidates, lexical = [candidates[i] for i in keep], lexical[keep]
         vectors = self._embed([query, *(seg.scoring for _, _, seg in candidates)])
         sentence_vectors = vectors[1:]
-        terms = lex.query_terms(query)
         cosine = np.clip(sentence_vectors @ vectors[0], 0.0, 1.0)
         if terms:
-            lexical = np.array([lex.coverage(terms, seg.scoring) for _, _, seg in candidates])
             relevance = RELEVANCE_COSINE_WEIGHT * cosine + RELEVANCE_LEXICAL_WEIGHT * lexical
         else:
             relevance = cosine
@@ -151,8 +158,7 @@ class OfflineBackend(AnswerBackend):
         if not sentences:
             return Reflection(False, False, 0.0, tuple(map(str, cited)), "no answer was produced", True, ())
         plain = " ".join(sentences)
-        pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
-                if not seg.heading]
+        pool = _support_pool(sentences, chunks)
         vectors = self._embed([query, plain, *sentences, *pool])  # one batch; most are cached already
         support = _support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
         grounding = float(np.mean(support))
@@ -227,6 +233,20 @@ class OfflineBackend(AnswerBackend):
             for text in texts:
                 self._vectors.move_to_end(text)
             return np.stack([self._vectors[t] for t in texts])
+
+
+def _support_pool(sentences: list[str], chunks: Sequence[Hit]) -> list[str]:
+    """The chunk sentences worth comparing with: for each answer sentence, those sharing the
+    most of its words. One sharing none scores at most 0.5 and is never what decides."""
+    pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
+            if not seg.heading]
+    pool_stems = [lex.stems(p) for p in pool]
+    keep: set[int] = set()
+    for sentence in sentences:
+        own = lex.stems(sentence)
+        share = [lex.containment(own, s) for s in pool_stems]
+        keep.update(sorted(range(len(pool)), key=lambda i: (-share[i], i))[:SUPPORT_POOL_PER_SENTENCE])
+    return [pool[i] for i in sorted(keep)]
 
 
 def _support(sentences: list[str], sentence_vectors: np.ndarray, pool: list[str],

@@ -22,6 +22,7 @@ from services.runs import Run, load_run, save_run
 from services.store import transaction
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "review.py")
 XSS = "<script>alert(1)</script>"
 QUESTIONS = ("What does SRVO-062 mean?", "How often is J2 grease replaced?", "What is a DSZ zone?")
 # Element kinds whose text Streamlit renders as markdown (labels of blocks included below).
@@ -64,10 +65,12 @@ def reviewed_runs(base: Run, n: int = QUEUE_MIN_VERDICTS) -> list[int]:
 
 
 def open_review(run_id: int | None = None, *, reviewer: str | None = "ana") -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    """The page in its own session. AppTest runs a page file without app.py's sidebar even after
+    switch_page, so the name the sidebar's reviewer box would hold goes into its session key."""
+    at = AppTest.from_file(PAGE, default_timeout=120)
     if reviewer:
-        at.text_input(key=REVIEWER_KEY).input(reviewer)
-    at.switch_page("pages/review.py").run()
+        at.session_state[REVIEWER_KEY] = reviewer
+    at.run()
     assert not at.exception, at.exception
     if run_id is not None:
         at.selectbox(key="review.pick").select(run_id).run()
@@ -96,6 +99,13 @@ def plain_values(at: AppTest) -> list[str]:
 def set_statuses(at: AppTest, statuses: list[str]) -> None:
     at.multiselect(key="review.statuses").set_value(statuses).run()
     assert not at.exception, at.exception
+
+
+def test_the_page_is_in_the_navigation(demo_runs):
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("pages/review.py").run()
+    assert not at.exception and at.title[0].value == "Review queue"
+    assert set(queue_ids(at)) == {r.run_id for r in demo_runs}
 
 
 # --- actions ---------------------------------------------------------------------------------

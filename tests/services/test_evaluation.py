@@ -94,11 +94,25 @@ def test_evaluate_rejects_unknown_modes_and_unjudged_sets(tiny_collection):  # t
         evaluate(TINY_QUERIES[3:], TINY_QRELS, collection=tiny_collection)
 
 
+def test_bad_query_and_qrels_lines_are_input_errors_naming_the_line(tmp_path):  # type: ignore[no-untyped-def]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "q1", "text": "fine"}\n{"_id": "q2"}\n')
+    with pytest.raises(InputError, match="line 2 is not a BEIR query"):
+        load_queries(queries)
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n\nq2\td1\t2\n")
+    assert load_qrels(qrels) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+
+
 # --- the real check: the whole SQuAD half-dev set through the CLI -----------------------
 
 def test_workbench_eval_on_squad_meets_the_quality_bar(squad_collection, squad_dir):  # type: ignore[no-untyped-def]
-    """All judged queries (about 2,900), three modes: measured at about 3.5 minutes here,
-    under the 4-minute budget, so no --limit."""
+    """All 2,910 judged queries, three modes, no --limit.
+
+    Measured: 3 min 47 s for the same `workbench eval` from a shell (model load included),
+    6 min 30 s inside pytest while other test sessions kept the 2-CPU machine at load 8.
+    If that is too slow, `--limit 1000` keeps hybrid nDCG@10 at 0.867 (also >= 0.85).
+    """
     qrels_path = squad_dir / "qrels" / "test.tsv"
     args = ["eval", "--corpus", str(squad_dir / "corpus.jsonl"), "--queries", str(squad_dir / "queries.jsonl"),
             "--qrels", str(qrels_path), "--modes", "bm25,dense,hybrid", "--json", "--collection", squad_collection]

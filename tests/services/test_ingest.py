@@ -4,6 +4,7 @@ changed files replace their chunks, a failed batch changes nothing, bad files ar
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,10 @@ from sqlalchemy import text
 
 import services.ingest as ingest_module
 from services import embedding
-from services.corpus import DEMO_DIR, corpus_stats, delete_document, load_demo_corpus_if_empty
+from services.corpus import DEMO_DIR, corpus_stats, delete_document, list_documents, load_demo_corpus_if_empty
 from services.errors import NotFoundError
 from services.extract import SourceDocument
-from services.ingest import indexed_text, ingest_documents, ingest_paths
+from services.ingest import indexed_text, ingest_documents, ingest_paths, ingest_uploads
 from services.retrieval import default_params, search
 from services.text import term_counts
 
@@ -228,6 +229,43 @@ def test_failed_replacement_keeps_the_old_version(clean_db, engine, monkeypatch)
     assert_index_exact(engine)
     monkeypatch.undo()
     assert search("valve", default_params(mode="bm25")).hits[0].text == "Version one says to open valve A first."
+
+
+def test_concurrent_ingests_into_one_collection_keep_df_exact(clean_db, engine):  # type: ignore[no-untyped-def]
+    batches = [[_doc(f"{side}-{i}", f"Shared words about pumps and valves, plus {side} detail number {i}.")
+                for i in range(4)] for side in ("left", "right")]
+    errors: list[BaseException] = []
+
+    def run(batch: list[SourceDocument]) -> None:
+        try:
+            ingest_documents(batch, collection="concurrent")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert corpus_stats("concurrent").documents == 8
+    assert_index_exact(engine, "concurrent")
+    with engine.connect() as conn:
+        assert conn.execute(text(
+            "SELECT t.df FROM bm25_terms t JOIN collections k ON k.id = t.collection_id "
+            "WHERE k.name = 'concurrent' AND t.term = 'pump'")).scalar_one() == 8
+
+
+def test_uploads_are_ingested_and_progress_is_reported(clean_db):  # type: ignore[no-untyped-def]
+    events = []
+    summary = ingest_uploads(
+        [("a.md", b"# Alpha\n\nFirst upload."), ("b.txt", b"Second upload."), ("c.exe", b"MZ")],
+        on_progress=events.append,
+    )
+    assert summary.ingested == 2 and [s.source for s in summary.skipped] == ["c.exe"]
+    assert events and events[-1].documents_done == events[-1].documents_total == 2
+    assert events[-1].chunks_done == summary.chunks_added == 2
+    assert [d.external_id for d in list_documents()] == ["a.md", "b.txt"]
 
 
 def test_bad_files_are_reported_and_good_ones_ingested(clean_db, engine, tmp_path):  # type: ignore[no-untyped-def]

@@ -64,7 +64,8 @@ def reference(engine, squad_collection, settings) -> _Reference:  # type: ignore
 def squad_queries(squad_dir) -> list[str]:  # type: ignore[no-untyped-def]
     lines = (squad_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     every = [json.loads(line)["text"] for line in lines if line.strip()]
-    return every[:: len(every) // 40][:40]  # spread over the file: answerable and not
+    spread = every[:: len(every) // 40][:39]  # spread over the file: answerable and not
+    return [*spread, "Normandy Normandy Normans normans"]  # a repeated query term counts repeatedly
 
 
 def _params(collection: str, **overrides):  # type: ignore[no-untyped-def]
@@ -248,6 +249,19 @@ def test_sql_metacharacters_in_the_query_are_harmless(engine, squad_collection):
             assert result.query == query
     assert search("'; DROP TABLE chunks; --", _params(squad_collection, mode="hybrid")).hits
     assert count() == before
+
+
+@pytest.mark.parametrize("k, depth", [(0, None), (1001, None), (20, 10)])
+def test_k_outside_its_bounds_is_an_input_error(squad_collection, k, depth):  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="k must be between 1 and 1000"):
+        search("Normandy", _params(squad_collection, k=k, depth=depth))
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_depth_beyond_the_default_ef_search_returns_every_candidate(squad_collection, mode):  # type: ignore[no-untyped-def]
+    hits = search("Where is Normandy located?", _params(squad_collection, mode=mode, k=300, depth=300)).hits
+    assert len(hits) == 300
+    assert max(h.dense_rank for h in hits if h.dense_rank is not None) > 200  # the dense leg went past 200
 
 
 def test_unknown_mode_is_an_input_error(squad_collection):  # type: ignore[no-untyped-def]

@@ -1,0 +1,309 @@
+"""The Tuning page under AppTest, on the real store: sliders re-score every stored run, invalid
+thresholds are refused, calibration and fits appear with verdicts, profiles are saved as new
+versions, activation is for admins only, and two profiles compare on the same runs."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from pages.common import REVIEWER_KEY, cached_active_profile_label
+from services.confidence import COMPONENTS, DEFAULT_PROFILE, LEVELS, overall
+from services.profiles import active_profile, list_profiles, save_profile
+from services.review import submit_review
+from services.runs import Run, save_run
+from services.store import transaction
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+OIDC = {"auth": {"client_id": "x"}, "workbench": {"admins": ["admin@x.org"]}}
+TOP_ONLY = {f"tuning.w.{c}": (1.0 if c == "top_score" else 0.0) for c in COMPONENTS}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    st.cache_data.clear()  # the page caches the run matrix for 30 s; every test has its own runs
+    yield
+    st.cache_data.clear()
+
+
+def _run(top: float, rest: float, index: int) -> Run:
+    """A retrieval-only run (no reflection, grade or heuristic in the blend): confidence is the
+    weighted components, and a HIGH run is auto-accepted (CRAG correct, reflection 0.9, answered)."""
+    components = (top,) + (rest,) * 6
+    confidence = overall(components, DEFAULT_PROFILE)
+    return Run(query=f"question {index} <b>not markup</b>", preset="balanced", collection="default", source="ask",
+               backend="offline", model="extractive", status="pending", final_answer="an answer", citations=(),
+               final_confidence=confidence, final_level=DEFAULT_PROFILE.level(confidence), retrieval_confidence=confidence,
+               components=components, reflection_score=0.9, grade=None, crag_verdict="CORRECT", signals={},
+               route=("COMPLETE",), best_iteration=1, weights_profile=DEFAULT_PROFILE.label, weights_profile_id=None,
+               config={"preset": "balanced"}, outcome_note="", latency_ms=1.0, iterations=(), events=())
+
+
+@pytest.fixture()
+def runs(clean_db) -> dict[str, list[int]]:
+    """30 runs in three groups of 10 (default weights, top_score 0.30):
+    strong_top: top_score 1.0, the rest ~0.5  -> ~0.66 LOW;  all weight on top_score -> 1.0 HIGH
+    weak_top:   top_score 0.2, the rest ~0.88 -> ~0.68 LOW;  all weight on top_score -> 0.2 VERY LOW
+    strong:     everything ~0.92              -> ~0.92 HIGH either way."""
+    groups = {"strong_top": (1.0, 0.5), "weak_top": (0.2, 0.864), "strong": (None, 0.9)}
+    ids: dict[str, list[int]] = {}
+    with transaction() as session:
+        for name, (top, rest) in groups.items():
+            ids[name] = []
+            for i in range(10):
+                other = rest + 0.004 * i
+                ids[name].append(save_run(_run(other if top is None else top, other, len(ids) * 10 + i), session=session))
+    save_profile(DEFAULT_PROFILE, created_by="setup", activate=True)  # stored as default v1
+    return ids
+
+
+def _verdicts(ids: dict[str, list[int]]) -> None:
+    """Reviewers approve the runs with a strong top score and flag the weak-top ones."""
+    for rid in ids["strong_top"] + ids["strong"]:
+        submit_review(rid, expected_version=0, action="approve", reviewer="rita")
+    for rid in ids["weak_top"]:
+        submit_review(rid, expected_version=0, action="flag", reviewer="rita", flag_reason="wrong answer")
+
+
+def open_tuning(*, reviewer: str | None = "ana", secrets: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for section, values in (secrets or {}).items():
+        at.secrets[section] = values
+    at.run()
+    at.switch_page("pages/tuning.py").run()
+    if reviewer:
+        # Set as plain state once the sidebar's box is gone, not typed into it: with a pages/
+        # directory next to app.py, Streamlit runs a switched-to page on its own (MPA v1), so
+        # the sidebar is not drawn again and a value typed there would last one run only.
+        at.session_state[REVIEWER_KEY] = reviewer
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def as_user(email: str):  # type: ignore[no-untyped-def]
+    """Sign in under OIDC as `email` (AppTest cannot log in through a provider)."""
+    return mock.patch("streamlit.user_info.UserInfoProxy.to_dict", return_value={"is_logged_in": True, "email": email})
+
+
+def set_sliders(at: AppTest, values: dict[str, float]) -> None:
+    for key, value in values.items():
+        at.slider(key=key).set_value(value)
+    at.run()
+    assert not at.exception, at.exception
+
+
+def metric(at: AppTest, label: str):  # type: ignore[no-untyped-def]
+    return next(m for m in at.metric if m.label == label)
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def histogram_counts(at: AppTest) -> dict[str, int]:
+    spec = next(s for s in specs(at) if s["layout"].get("barmode") == "stack")
+    return {trace["name"]: int(sum(_values(trace["y"]))) for trace in spec["data"]}
+
+
+def _values(data) -> list[float]:  # type: ignore[no-untyped-def]
+    """Plotly JSON holds numpy arrays as {"dtype", "bdata"} (base64) or as plain lists."""
+    if isinstance(data, dict):
+        values = np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
+        if "shape" in data:
+            values = values.reshape([int(n) for n in str(data["shape"]).split(",")])
+        return values.tolist()
+    return list(data)
+
+
+def error_texts(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+# --- re-scoring -------------------------------------------------------------------------------
+
+def test_all_weight_on_top_score_moves_strong_top_runs_up_and_weak_top_runs_down(runs):
+    at = open_tuning()
+    assert at.title[0].value == "Tune confidence weights"
+    assert at.slider[0].key == "tuning.w.top_score"  # bench/ui.py moves the first slider
+    assert at.slider(key="tuning.w.top_score").value == pytest.approx(0.30)
+    assert int(metric(at, "Auto-accepted").value) == 10
+    assert int(metric(at, "VERY LOW").value) == 0
+    assert histogram_counts(at) == {"HIGH": 10, "MEDIUM": 0, "LOW": 20, "VERY LOW": 0}
+
+    set_sliders(at, TOP_ONLY)
+    assert int(metric(at, "Auto-accepted").value) == 20 and metric(at, "Auto-accepted").delta == "10"
+    assert int(metric(at, "VERY LOW").value) == 10
+    assert int(metric(at, "Sent to review").value) == 10
+    assert int(metric(at, "Runs changing level").value) == 20
+    assert histogram_counts(at) == {"HIGH": 20, "MEDIUM": 0, "LOW": 0, "VERY LOW": 10}
+    changes = next(d.value for d in at.dataframe if "question" in d.value.columns)
+    assert len(changes) == 20 and set(changes["to"]) == {"HIGH", "VERY LOW"}
+    moved_up = changes[changes["to"] == "HIGH"]
+    assert set(moved_up["run id"]) == set(runs["strong_top"]) and (moved_up["change"] > 0).all()
+    assert changes["question"].str.contains("<b>").all()  # plain text in a dataframe, never markdown
+    assert not any("<b>" in str(m.value) for m in at.markdown)
+    # the normalized weights chart: all the weight on top score
+    weights = next(s for s in specs(at) if s["layout"].get("title", {}).get("text") == "normalized weights")
+    assert _values(weights["data"][0]["x"]) == [1.0, 0, 0, 0, 0, 0, 0]
+
+    at.button(key="tuning.reset").click().run()
+    assert at.slider(key="tuning.w.top_score").value == pytest.approx(0.30)
+    assert int(metric(at, "Auto-accepted").value) == 10
+
+
+def test_invalid_thresholds_show_an_error_and_keep_the_last_valid_profile(runs):
+    at = open_tuning()
+    set_sliders(at, {"tuning.t.high": 0.95})  # valid: the strong runs (~0.92) drop to MEDIUM
+    assert histogram_counts(at)["HIGH"] == 0 and int(metric(at, "Auto-accepted").value) == 0
+    set_sliders(at, {"tuning.t.low": 0.8})  # low 0.80 > medium 0.70
+    assert any("low ≤ medium ≤ high" in e for e in error_texts(at))
+    assert histogram_counts(at) == {"HIGH": 0, "MEDIUM": 10, "LOW": 20, "VERY LOW": 0}  # still high 0.95, low 0.5
+    assert at.button(key="tuning.save").disabled
+    set_sliders(at, {"tuning.t.low": 0.5})
+    assert not error_texts(at)
+
+
+def test_without_verdicts_calibration_says_it_needs_reviewed_runs(runs):
+    at = open_tuning()
+    assert any("needs reviewed runs" in i.value and "30" in i.value for i in at.info)
+    assert not any(m.label == "ECE" for m in at.metric)
+
+
+# --- calibration and fits -----------------------------------------------------------------------
+
+def test_with_verdicts_the_reliability_diagram_and_metrics_appear(runs):
+    _verdicts(runs)
+    at = open_tuning()
+    assert not at.info
+    reliability = [s for s in specs(at) if any(t.get("name") == "perfectly calibrated" for t in s["data"])]
+    assert reliability  # sliders vs active, and the calibrated curve
+    counts = next(t for t in reliability[0]["data"] if t["type"] == "bar")
+    assert sum(_values(counts["y"])) == 30
+    for label in ("ECE", "Brier score", "AUROC"):
+        assert float(metric(at, label).value) >= 0
+    before = float(metric(at, "AUROC").value)
+    set_sliders(at, TOP_ONLY)  # the verdicts follow top_score: the ranking becomes perfect
+    after = float(metric(at, "AUROC").value)
+    assert after == pytest.approx(1.0) and after > before
+    assert metric(at, "AUROC").delta.startswith("+")
+
+
+def test_fit_weights_loads_them_into_the_sliders(runs):
+    _verdicts(runs)
+    at = open_tuning()
+    at.button(key="tuning.fit.weights").click().run()
+    assert not at.exception and not at.warning
+    fitted = next(d.value for d in at.dataframe if "fitted share" in d.value.columns)
+    shares = fitted["fitted share"]
+    assert shares.sum() == pytest.approx(1.0) and shares.iloc[0] == shares.max() > 0.5  # top score leads
+    at.button(key="tuning.fit.load").click().run()
+    assert not at.exception
+    sliders = [at.slider(key=f"tuning.w.{c}").value for c in COMPONENTS]
+    assert sliders == pytest.approx([round(share, 2) for share in shares])
+    assert int(metric(at, "Auto-accepted").value) == 20  # the strong-top runs now reach HIGH
+
+
+def test_too_few_verdicts_is_a_warning(runs):
+    for rid in runs["strong"][:3]:
+        submit_review(rid, expected_version=0, action="approve", reviewer="rita")
+    at = open_tuning()
+    at.button(key="tuning.fit.weights").click().run()
+    assert not at.exception
+    assert any("at least 10 reviewed runs" in w.value for w in at.warning)
+
+
+def test_recommended_threshold_becomes_the_high_threshold(runs):
+    _verdicts(runs)
+    at = open_tuning()
+    at.number_input(key="tuning.fit.target").set_value(1.0).run()
+    assert float(metric(at, "Precision").value.rstrip("%")) == pytest.approx(100.0)
+    assert float(metric(at, "Threshold").value) == pytest.approx(0.9, abs=1e-3)  # the lowest strong run
+    at.button(key="tuning.fit.set_high").click().run()
+    assert not at.exception
+    assert at.slider(key="tuning.t.high").value == pytest.approx(0.90)
+
+
+# --- profiles -------------------------------------------------------------------------------------
+
+def test_save_creates_a_new_version_with_the_slider_weights(runs):
+    with as_user("rita@x.org"):  # signed in (not an admin): saving needs a name, not a role
+        at = open_tuning(reviewer=None, secrets=OIDC)
+        set_sliders(at, TOP_ONLY)
+        assert at.text_input(key="tuning.save.name").value == "default"
+        at.text_area(key="tuning.save.notes").input("top score only")
+        at.button(key="tuning.save").click().run()
+    assert not at.exception and not error_texts(at)
+    assert "default v2" in at.success[0].value
+    saved = {p.label: p for _, p, _ in list_profiles()}
+    assert set(saved) == {"default v1", "default v2"}
+    assert dict(saved["default v2"].weights) == {c: TOP_ONLY[f"tuning.w.{c}"] for c in COMPONENTS}
+    assert dict(saved["default v1"].weights) == dict(DEFAULT_PROFILE.weights)  # never overwritten
+    assert active_profile()[0].label == "default v1"  # saving alone does not activate
+
+
+def test_save_without_a_reviewer_name_is_refused(runs):
+    at = open_tuning(reviewer=None)
+    assert at.button(key="tuning.save").disabled
+    assert any("reviewer name" in c.value for c in at.caption)
+
+
+def test_an_admin_activates_a_profile_and_the_sidebar_label_follows(runs):
+    strict_id, _ = save_profile(dataclasses.replace(DEFAULT_PROFILE, name="strict", high=0.95), created_by="setup")
+    assert cached_active_profile_label() == "default v1"  # cached for the sidebar
+    with as_user("admin@x.org"):
+        at = open_tuning(reviewer=None, secrets=OIDC)
+        assert not at.button(key="tuning.activate").disabled
+        at.selectbox(key="tuning.activate.pick").select(strict_id)
+        at.button(key="tuning.activate").click().run()
+    assert not at.exception and not error_texts(at)
+    assert "strict v1 is now the active profile" in at.success[0].value
+    assert active_profile()[1] == strict_id
+    assert cached_active_profile_label() == "strict v1"  # the page cleared the sidebar's cache
+    # deltas now compare with strict v1 (HIGH from 0.95: none of its runs is auto-accepted)
+    assert metric(at, "Auto-accepted").value == "10" and metric(at, "Auto-accepted").delta == "10"
+
+
+def test_a_non_admin_under_oidc_cannot_activate(runs):
+    strict_id, _ = save_profile(dataclasses.replace(DEFAULT_PROFILE, name="strict", high=0.95), created_by="setup")
+    with as_user("bob@x.org"):
+        at = open_tuning(reviewer=None, secrets=OIDC)
+    assert at.button(key="tuning.activate").disabled and at.checkbox(key="tuning.save.activate").disabled
+    assert any("Only administrators" in c.value for c in at.caption)
+    # the button is drawn for an admin, but bob clicks it (the admin list changed, a stale tab):
+    # the callback checks who clicks, not who the page was drawn for
+    with as_user("admin@x.org"):
+        at = open_tuning(reviewer=None, secrets=OIDC)
+    at.selectbox(key="tuning.activate.pick").select(strict_id)
+    with as_user("bob@x.org"):
+        at.button(key="tuning.activate").click().run()
+    assert not at.exception
+    assert any("only administrators may change the active weights profile" in e for e in error_texts(at))
+    assert active_profile()[0].label == "default v1"
+
+
+# --- compare --------------------------------------------------------------------------------------
+
+def test_compare_shows_level_counts_and_the_confusion_heatmap(runs):
+    _verdicts(runs)
+    at = open_tuning()
+    set_sliders(at, TOP_ONLY)
+    assert at.selectbox(key="tuning.compare.a").value == "active"
+    assert at.selectbox(key="tuning.compare.b").value == "sliders"
+    heatmap = next(s for s in specs(at) if s["data"][0]["type"] == "heatmap")
+    z = heatmap["data"][0]["z"]
+    confusion = [_values(row) for row in z] if isinstance(z, list) else _values(z)
+    assert heatmap["data"][0]["x"] == list(LEVELS)
+    # rows: active (HIGH 10, LOW 20); columns: sliders (HIGH 20, VERY LOW 10)
+    assert confusion == [[10, 0, 0, 0], [0, 0, 0, 0], [10, 0, 0, 10], [0, 0, 0, 0]]
+    table = next(d.value for d in at.dataframe if "ECE" in d.value.columns)
+    assert table["auto-accepted"].tolist() == [10, 20] and table["AUROC"].iloc[1] == pytest.approx(1.0)
+    assert int(next(m for m in at.metric if m.label == "Runs changing level").value) == 20

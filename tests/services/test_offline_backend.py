@@ -1,0 +1,265 @@
+"""The offline (extractive) backend, with the real embedding model on the demo robot manuals."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import services
+from services.chunking import chunk_text
+from services.domain import Hit
+from services.errors import InputError
+from services.llm.base import create_backend, registered_backends
+from services.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend, compose_feedback, prf_terms
+
+CORPUS = Path(services.__file__).parent / "demo_data" / "corpus"
+MODEL = "all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def backend() -> OfflineBackend:
+    return OfflineBackend(MODEL)
+
+
+@pytest.fixture(scope="module")
+def count_tokens():  # type: ignore[no-untyped-def]
+    from services.embedding import token_counter
+
+    return token_counter(MODEL)
+
+
+def hits(texts: list[str]) -> list[Hit]:
+    return [Hit(chunk_id=100 + i, document_id=10 + i, external_id=f"doc-{i}", title=f"doc {i}", text=t,
+                rank=i + 1, fused_score=1.0 / (i + 1)) for i, t in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+def corpus_hits(count_tokens):  # type: ignore[no-untyped-def]
+    """The first chunks of some manual pages, as ingest would cut them."""
+
+    def load(*names: str, per_file: int = 2) -> list[Hit]:
+        texts = []
+        for name in names:
+            texts.extend(c.text for c in chunk_text((CORPUS / name).read_text(), count_tokens=count_tokens)[:per_file])
+        return hits(texts)
+
+    return load
+
+
+SERVO = ("srvo-062-encoder-backup-lost.md", "srvo-063-pulsecoder-battery-low.md", "pulsecoder-battery-replacement.md")
+
+
+def test_registered_and_named_for_what_it_is() -> None:
+    assert "offline" in registered_backends()
+    backend = create_backend("offline")
+    assert isinstance(backend, OfflineBackend)
+    assert (backend.name, backend.label, backend.is_llm, backend.model) == (
+        "offline", "offline (extractive)", False, MODEL_ID)
+    with pytest.raises(InputError):
+        OfflineBackend(max_sentences=0)
+    with pytest.raises(InputError):
+        OfflineBackend(mmr_lambda=1.5)
+
+
+def test_citations_quote_the_chunk_they_point_at(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    generation = backend.generate("What does SRVO-062 mean and how do I clear it?", chunks)
+    assert generation.answer and generation.citations
+    assert len(generation.citations) <= backend.max_sentences
+    for citation in generation.citations:
+        chunk = chunks[citation.marker - 1]
+        assert citation.quote in chunk.text
+        assert (citation.chunk_id, citation.document_id, citation.external_id) == (
+            chunk.chunk_id, chunk.document_id, chunk.external_id)
+    markers = [int(m) for m in re.findall(r"\[(\d+)\]", generation.answer)]
+    assert markers == [c.marker for c in generation.citations]
+    assert markers == sorted(markers)  # read in chunk rank order
+    assert "SRVO-062" in generation.answer
+
+
+def test_table_rows_are_answers_with_their_headers(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits("reducer-grease-replacement.md")
+    generation = backend.generate("How much grease does axis J2 of a KX-40 take?", chunks)
+    assert "1,050 ml" in generation.answer
+    row = next(c for c in generation.citations if "1,050 ml" in c.quote)
+    assert row.quote in chunks[row.marker - 1].text
+    assert "Axis: J2; Quantity: 1,050 ml" in generation.answer
+
+
+def test_mmr_does_not_pick_near_duplicates() -> None:
+    chunks = hits([
+        "The backup battery pack must be replaced every two years. It is located in the robot base.",
+        "The backup battery pack has to be replaced every 2 years. Use part KR-P-0361 for the replacement.",
+        "Replace the battery pack with the controller switched on, or the encoders lose their position.",
+    ])
+    query = "How often must the backup battery pack be replaced, and which part is used?"
+    with_mmr = OfflineBackend(MODEL, max_sentences=3, mmr_lambda=0.7).generate(query, chunks)
+    relevance_only = OfflineBackend(MODEL, max_sentences=3, mmr_lambda=1.0).generate(query, chunks)
+    near_duplicates = ("every two years", "every 2 years")
+    assert all(d in relevance_only.answer for d in near_duplicates)  # both are highly relevant...
+    assert sum(d in with_mmr.answer for d in near_duplicates) == 1  # ...but MMR takes one of them
+    assert "KR-P-0361" in with_mmr.answer
+
+
+def test_extracted_sentence_is_supported_and_invented_one_is_not(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    query = "What does SRVO-062 mean?"
+    extracted = backend.generate(query, chunks).answer
+    grounded = backend.reflect(query, extracted, chunks)
+    assert grounded.answer_grounded and not grounded.hallucination_detected
+    assert min(grounded.sentence_support) >= 0.9
+
+    invented = "SRVO-062 means that the encoder backup supply was lost. [1] The robot is painted purple on Tuesdays. [2]"
+    reflection = backend.reflect(query, invented, chunks)
+    assert len(reflection.sentence_support) == 2
+    assert reflection.sentence_support[0] >= 0.6
+    assert reflection.sentence_support[1] < 0.4
+    assert reflection.hallucination_detected and not reflection.answer_grounded
+    assert reflection.sources_cited == ("1", "2")
+    assert reflection.reflection_score < grounded.reflection_score
+
+
+def test_reflection_prefers_the_question_the_chunks_answer(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    scores = {}
+    for query in ("What does SRVO-062 mean and how do I clear it?",
+                  "How do I configure PROFINET I/O communication on the KR-C5 controller?"):
+        answer = backend.generate(query, chunks).answer
+        scores[query] = backend.reflect(query, answer, chunks)
+    answered, unanswered = scores.values()
+    assert answered.reflection_score > unanswered.reflection_score + 0.2
+    assert unanswered.needs_regeneration
+    assert answered.reflection_score >= 0.8 and not answered.needs_regeneration
+    # The reason names what is missing, in a form refine_query picks up.
+    if unanswered.reflection_reason != "no answer was produced":
+        assert "'PROFINET'" in unanswered.reflection_reason
+
+
+def test_reflection_reason_names_missing_question_terms(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    answer = "The backup battery pack KR-P-0361 sits in the robot base. [1]"
+    reflection = backend.reflect("What insulation resistance should a SRVO-021 motor have?", answer, chunks)
+    assert reflection.reflection_reason.startswith("answer does not mention")
+    assert "'SRVO-021'" in reflection.reflection_reason and "'insulation'" in reflection.reflection_reason
+
+
+def test_grades_order_answers_by_how_well_they_address_the_question(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    query = "At what battery voltage does SRVO-063 come up, and what is the part number of the battery pack?"
+    good = backend.generate(query, corpus_hits(*SERVO)).answer
+    off_topic = "Reducer grease KG-R2 is supplied in 400 ml cartridges. [1]"
+    grades = [backend.grade(query, a) for a in (good, off_topic, "")]
+    assert grades[0].score > grades[1].score > grades[2].score == 1
+    assert grades[0].score >= 4
+    assert "SRVO-063" in grades[1].gaps and grades[1].refinements
+    assert len(grades[1].refinements) <= 3
+    assert all("SRVO-063" in r or "battery" in r for r in grades[1].refinements)
+    assert grades[0].label in ("GOOD", "EXCELLENT")
+
+
+def test_identify_gaps_finds_what_neither_answer_nor_chunks_cover(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    query = "How do I configure PROFINET after SRVO-062 on the controller?"
+    gaps = backend.identify_gaps(query, "", chunks)
+    assert "PROFINET" in gaps
+    assert "SRVO-062" not in gaps and "controller" not in gaps  # the chunks cover them
+    covered = "What does SRVO-062 mean?"
+    assert backend.identify_gaps(covered, backend.generate(covered, chunks).answer, chunks) == []
+
+
+def test_refine_query_adds_gap_and_prf_terms(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    query = "How do I clear the encoder alarm?"
+    terms = prf_terms(query, chunks)
+    assert 1 <= len(terms) <= 5
+    assert not {t.lower() for t in terms} & {"clear", "encoder", "alarm"}  # new terms only
+    assert all(t in " ".join(c.text for c in chunks[:3]) or t.lower() in " ".join(c.text for c in chunks[:3]).lower()
+               for t in terms)  # surface words, not stems
+    feedback = compose_feedback("answer does not mention 'J2', 'interval' from the question", prf=terms)
+    refined = backend.refine_query(query, feedback)
+    assert refined != query and refined.startswith(query)
+    assert "J2" in refined and "interval" in refined
+    assert any(t in refined for t in terms)
+    assert len(refined) <= 300
+    assert backend.refine_query(query, "gaps: quick master, witness marks") == query + " quick master witness marks"
+    assert len(backend.refine_query(query, "prf: " + " ".join(f"term{i}" for i in range(200)))) <= 300
+    assert backend.refine_query(query, "") == query
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("What does SRVO-062 mean and how do I clear it?",
+     ["What does SRVO-062 mean?", "How do I clear SRVO-062?"]),
+    ("What does SRVO-062 mean? How do I clear it?",
+     ["What does SRVO-062 mean?", "How do I clear SRVO-062?"]),
+    ("How often should reducer grease be replaced on axis J2 of a KX-40, and how much grease does J2 take?",
+     ["How often should reducer grease be replaced on axis J2 of a KX-40?", "How much grease does J2 take?"]),
+    ("My program keeps pausing with MOTN-023 on a linear move. What causes it and how do I avoid it?",
+     ["What causes MOTN-023?", "How do I avoid MOTN-023?"]),
+    ("What is the default RPI, the connection timeout and the retry count?",
+     ["What is the default RPI?", "What is the connection timeout?", "What is the retry count?"]),
+    ("How do I jog the robot in T1; how do I switch to AUTO?",
+     ["How do I jog the robot in T1?", "How do I switch to AUTO?"]),
+    ("How do I back up the controller and restore a single program?",
+     ["How do I back up the controller?", "How do I restore a single program?"]),
+    ("What is the difference between a SERVO-C0 alarm and a STOP-C1 alarm?",
+     ["What is the difference between a SERVO-C0 alarm and a STOP-C1 alarm?"]),
+    ("What insulation resistance should the motor and cable have when troubleshooting SRVO-021?",
+     ["What insulation resistance should the motor and cable have when troubleshooting SRVO-021?"]),
+    ("Which pirates from Denmark, Iceland and Norway settled in Normandy?",
+     ["Which pirates from Denmark, Iceland and Norway settled in Normandy?"]),
+    ("What is the maximum CALL nesting depth, and can it be increased?",
+     ["What is the maximum CALL nesting depth?", "Can it be increased?"]),
+])
+def test_decompose(backend, query: str, expected: list[str]) -> None:  # type: ignore[no-untyped-def]
+    assert backend.decompose(query) == expected
+
+
+def test_empty_inputs(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO)
+    assert backend.generate("What does SRVO-062 mean?", []).answer == ""
+    assert backend.generate("", chunks).answer == ""
+    assert backend.generate("What does SRVO-062 mean?", hits(["## Meaning", "| a | b |\n|---|---|"])).answer == ""
+    nothing = backend.reflect("What does SRVO-062 mean?", "", chunks)
+    assert (nothing.reflection_score, nothing.answer_grounded, nothing.needs_regeneration) == (0.0, False, True)
+    assert nothing.reflection_reason == "no answer was produced"
+    unsupported = backend.reflect("What does SRVO-062 mean?", "SRVO-062 means the encoder lost power. [1]", [])
+    assert unsupported.hallucination_detected and unsupported.sentence_support == (0.0,)
+    assert backend.grade("What does SRVO-062 mean?", "").score == 1
+    assert backend.identify_gaps("", "", []) == []
+    assert backend.decompose("") == [] and backend.decompose("   ") == []
+    assert backend.refine_query("", "") == ""
+
+
+def test_an_off_topic_question_gets_no_answer(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    generation = backend.generate("What tip-dressing interval suits spot-welding guns?", corpus_hits(*SERVO))
+    assert generation == type(generation)(answer="", citations=())
+
+
+def test_deterministic(corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    chunks = corpus_hits(*SERVO, "mastering-single-axis.md")
+    query = "Why must the controller stay on while the pulsecoder batteries are changed?"
+    runs = []
+    for _ in range(2):
+        backend = OfflineBackend(MODEL)
+        generation = backend.generate(query, chunks)
+        runs.append((generation, backend.reflect(query, generation.answer, chunks),
+                     backend.grade(query, generation.answer), backend.identify_gaps(query, generation.answer, chunks),
+                     backend.decompose(query), prf_terms(query, chunks)))
+    assert runs[0] == runs[1]
+
+
+def test_every_operation_is_logged(corpus_hits) -> None:  # type: ignore[no-untyped-def]
+    backend = OfflineBackend(MODEL)
+    chunks = corpus_hits(*SERVO)
+    query = "What does SRVO-062 mean?"
+    answer = backend.generate(query, chunks).answer
+    backend.reflect(query, answer, chunks)
+    backend.grade(query, answer)
+    backend.identify_gaps(query, answer, chunks)
+    backend.refine_query(query, "prf: battery")
+    backend.decompose(query)
+    calls = backend.log.drain()
+    assert [c.operation for c in calls] == ["generate", "reflect", "grade", "identify_gaps", "refine_query", "decompose"]
+    assert all(c.backend == "offline" and c.model == MODEL_ID and c.prompt_version == PROMPT_VERSION for c in calls)
+    assert all(c.outcome == "ok" and c.latency_ms >= 0 and c.temperature == 0.0 for c in calls)
