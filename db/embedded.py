@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import signal
 import sys
@@ -12,6 +13,7 @@ import psutil
 
 _START_LOCK = threading.Lock()  # pgserver's own lock is per process; threads in one race
 _SIGTERM_INSTALLED = False
+_EXIT_HOOKED: set[Path] = set()
 
 
 class EmbeddedServerError(RuntimeError):
@@ -32,7 +34,13 @@ def embedded_uri(data_dir: Path) -> str:
             pgdata.parent.mkdir(parents=True, exist_ok=True)
             with pgserver.PostgresServer._lock:
                 _drop_dead_handles(pgdata)
+                known = pgserver.PostgresServer._instances.get(pgdata)
+                if known is not None and not known.get_postmaster_info().is_running():
+                    # Stopped or killed under this process: get_server would hand back the
+                    # dead instance, so start (or adopt a restarted) server; our handle stays.
+                    known.ensure_postgres_running()
             server = pgserver.get_server(pgdata, cleanup_mode="stop")
+            _drop_dead_handles_at_exit(pgdata)
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
             log = pgdata / "log"
             tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
@@ -59,6 +67,28 @@ def _drop_dead_handles(pgdata: Path) -> None:
     alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
     if alive != pids:
         handles.write_text(json.dumps(alive))
+
+
+def _drop_dead_handles_at_exit(pgdata: Path) -> None:
+    """At exit, drop dead pids before pgserver's own hook decides whether we are the last user.
+
+    A user SIGKILLed while we ran would otherwise keep the server up after we exit too.
+    Registered after pgserver's hook, so it runs first (atexit is last in, first out).
+    """
+    if pgdata in _EXIT_HOOKED:
+        return
+    _EXIT_HOOKED.add(pgdata)
+
+    def drop() -> None:
+        import pgserver
+
+        try:
+            with pgserver.PostgresServer._lock:
+                _drop_dead_handles(pgdata)
+        except OSError:
+            pass  # the data dir is gone already: nothing left to release
+
+    atexit.register(drop)
 
 
 def _stop_cleanly_on_sigterm() -> None:

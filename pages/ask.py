@@ -33,7 +33,7 @@ NOTICE_KEY = "ask.notice"
 SIDEBAR_PRESET = "sidebar"
 LEVEL_BADGES = {"HIGH": "green", "MEDIUM": "yellow", "LOW": "orange", "VERY LOW": "red"}
 SIGNAL_LABELS = {"retrieval": "retrieval", "reflection": "reflection", "grade": "answer grade",
-                 "heuristic": "heuristic (no judge ran)"}
+                 "heuristic": "heuristic (no judge ran)", "heuristic_value": "heuristic (reference, not blended)"}
 
 
 # --- pure data helpers -----------------------------------------------------------------------
@@ -98,12 +98,14 @@ def final_gauge_breakdown(breakdown: ConfidenceBreakdown, run: Run) -> Confidenc
 
 
 def signals_frame(signals: Mapping[str, float]) -> pd.DataFrame:
-    blended = [name for name in signals if name in BLEND_WEIGHTS]
+    """Blended signals in blend order with their renormalized weights, then reference-only values."""
+    blended = [name for name in BLEND_WEIGHTS if name in signals]
     total = sum(BLEND_WEIGHTS[name] for name in blended) or 1.0
+    others = sorted(name for name in signals if name not in BLEND_WEIGHTS)
     return pd.DataFrame([
-        {"signal": SIGNAL_LABELS.get(name, name), "value": float(value),
+        {"signal": SIGNAL_LABELS.get(name, name), "value": float(signals[name]),
          "blend weight": BLEND_WEIGHTS[name] / total if name in BLEND_WEIGHTS else None}
-        for name, value in signals.items()
+        for name in (*blended, *others)
     ], columns=["signal", "value", "blend weight"])
 
 
@@ -325,11 +327,13 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
         st.caption("Auto-accepted: high confidence, CRAG correct and reflection approved.")
         if st.button("Send to review", key="ask.send_to_review"):
             try:
-                send_to_review(int(run.run_id or 0), reviewer=user.name)
+                sent = send_to_review(int(run.run_id or 0), reviewer=user.name)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
-            st.session_state[NOTICE_KEY] = f"Run {run.run_id} was sent to the review queue."
+            # False: someone changed the run's status since this page loaded it; show its state now.
+            st.session_state[NOTICE_KEY] = (f"Run {run.run_id} was sent to the review queue." if sent is not False
+                                            else f"Run {run.run_id} was no longer auto-accepted; nothing was changed.")
             st.rerun()
     elif run.status == "pending":
         st.info("This run is already queued for review.")
@@ -338,4 +342,5 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
         st.caption(f"Reviewed: {run.status}.")
 
 
-main()
+if __name__ == "__main__":  # Streamlit runs pages as __main__; tests import the pure helpers
+    main()

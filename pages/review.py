@@ -127,7 +127,7 @@ def main() -> None:
     user = require_sign_in()
     st.title("Review queue")
     if st.session_state.pop(CLEAR_KEY, False):  # after a save: close the run before the picker is drawn
-        st.session_state.pop(PICK_KEY, None)
+        st.session_state[PICK_KEY] = None  # set, not deleted: the browser's picker must show the change too
         st.session_state[SELECTED_KEY] = None
     if flash := st.session_state.pop(FLASH_KEY, None):
         st.success(flash)
@@ -201,6 +201,7 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
 def _render_picker(items: Sequence[QueueItem]) -> int | None:
     by_id = {i.run_id: i for i in items}
     selected = st.session_state.get(SELECTED_KEY)
+    st.session_state.setdefault(PICK_KEY, None)
     options: list[int | None] = [None, *by_id]
     if selected is not None and selected not in by_id:  # keep an open run open when it leaves the queue
         options.append(selected)
@@ -211,8 +212,7 @@ def _render_picker(items: Sequence[QueueItem]) -> int | None:
         item = by_id.get(run_id)
         return f"#{run_id} · {item.query[:90]}" if item else f"#{run_id} (no longer in this queue)"
 
-    pick = st.selectbox("Open run", options, index=options.index(selected) if selected in options else 0,
-                        format_func=label, key=PICK_KEY)
+    pick = st.selectbox("Open run", options, format_func=label, key=PICK_KEY, placeholder="choose a run to review")
     if pick != selected and (pick is None or pick in by_id):
         st.session_state[SELECTED_KEY] = pick
         st.session_state.pop(CONFLICT_KEY, None)
@@ -239,11 +239,8 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
     best = best_iteration(run)
-    left, right = st.columns([3, 2])
-    with left:
-        _render_sources(run, best)
-    with right:
-        _render_breakdown(run, best)
+    _render_breakdown(run, best)
+    _render_sources(run, best)
     _render_iterations(run)
     _render_actions(run_id, run, history, user)
     _render_conflict(run_id)
@@ -260,8 +257,13 @@ def _render_sources(run: Run, best: Iteration | None) -> None:
         st.info("The answer cites no passages.")
         return
     hits = {h.get("chunk_id"): h for h in (best.retrieval.get("hits", []) if best else [])}
-    for citation in run.citations:
-        hit = hits.get(citation.get("chunk_id"))
+    with st.container(height=520):
+        for citation in run.citations:
+            _render_citation(citation, hits.get(citation.get("chunk_id")))
+
+
+def _render_citation(citation: Mapping[str, Any], hit: Mapping[str, Any] | None) -> None:
+    with st.container(border=True):
         st.text(f"[{citation.get('marker')}] {citation.get('external_id')} — document {citation.get('document_id')}, "
                 f"chunk {citation.get('chunk_id')}")
         parts = split_quote(hit.get("text", ""), citation.get("quote") or "") if hit else None
@@ -271,7 +273,7 @@ def _render_sources(run: Run, best: Iteration | None) -> None:
                        else "The cited chunk is not among the stored hits.")
             if hit:
                 st.text(hit.get("text", ""))
-            continue
+            return
         before, quote, after = parts
         if before.strip():
             st.text(before.strip())

@@ -123,4 +123,5 @@ def _render_drilldown(filters: RouteFilters) -> None:
     st.dataframe(events_frame(run), hide_index=True, key="routes.events")
 
 
-main()
+if __name__ == "__main__":  # Streamlit runs pages as __main__; tests import the pure helpers
+    main()

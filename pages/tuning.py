@@ -30,6 +30,14 @@ SAVE_NAME_KEY, SAVE_NOTES_KEY, SAVE_ACTIVATE_KEY = "tuning.save.name", "tuning.s
 SAVE_RESULT_KEY, ACTIVATE_RESULT_KEY = "tuning.save.result", "tuning.activate.result"
 ACTIVATE_PICK_KEY = "tuning.activate.pick"
 COMPARE_KEYS = ("tuning.compare.a", "tuning.compare.b")
+METHOD_KEY, TARGET_KEY = "tuning.fit.method", "tuning.fit.target"
+TAB_KEY = "tuning.tab"
+EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB = (
+    "Effect on runs", "Calibration", "Fit from verdicts", "Profiles", "Compare profiles")
+TABS = (EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB)
+# Widgets inside tabs: only the open tab draws its widgets, so these are kept as plain state.
+TAB_WIDGET_KEYS = (METHOD_KEY, TARGET_KEY, SAVE_NAME_KEY, SAVE_NOTES_KEY, SAVE_ACTIVATE_KEY, ACTIVATE_PICK_KEY,
+                   *COMPARE_KEYS)
 CHANGES_LIMIT = 200  # the largest moves; the count above the table says how many there are
 SLIDERS, ACTIVE = "sliders", "active"  # compare options besides stored profiles ("profile:<id>")
 
@@ -162,11 +170,14 @@ def main() -> None:
     st.title("Tune confidence weights")
     try:
         ensure_store()
-        active, _active_id = _cached_active()
+        active, _ = _cached_active()
         matrix = cached_run_matrix()
     except WorkbenchError as exc:
         st.error(str(exc))
         return
+    for key in TAB_WIDGET_KEYS:  # re-set as plain state: a closed tab's widgets would lose theirs
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     for key, value in slider_values(active).items():
         st.session_state.setdefault(key, value)
     profile, valid = _render_sliders(active)
@@ -174,23 +185,29 @@ def main() -> None:
     left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most 30 s ago). "
                  f"Deltas compare with the active profile, {active.label}.")
     right.button("Reload runs", key="tuning.reload", on_click=cached_run_matrix.clear)
-    effect, calibration, fits, profiles, compare = st.tabs(
-        ["Effect on runs", "Calibration", "Fit from verdicts", "Profiles", "Compare profiles"])
-    if len(matrix) == 0:
-        effect.info("No stored runs yet: answer questions on the Ask page, then press Reload runs.")
+    # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not five.
+    tabs = st.tabs(TABS, key=TAB_KEY, on_change="rerun")
+    opened = next((label for label, tab in zip(TABS, tabs) if tab.open), TABS[0])
+    with tabs[TABS.index(opened)]:
+        if opened == PROFILES_TAB:
+            _render_save(user, profile, valid, active)
+            _render_activate(user)
+        elif len(matrix) == 0:
+            st.info("No stored runs yet: answer questions on the Ask page, then press Reload runs.")
+        else:
+            _render_analysis(opened, matrix, active, profile)
+
+
+def _render_analysis(tab: str, matrix: RunMatrix, active: WeightsProfile, profile: WeightsProfile) -> None:
+    active_scores, scores = rescore(matrix, active), rescore(matrix, profile)
+    if tab == EFFECT_TAB:
+        _render_effect(matrix, active, profile, active_scores, scores)
+    elif tab == CALIBRATION_TAB:
+        _render_calibration(matrix, active, active_scores, scores)
+    elif tab == FIT_TAB:
+        _render_fits(matrix, scores)
     else:
-        active_scores, scores = rescore(matrix, active), rescore(matrix, profile)
-        with effect:
-            _render_effect(matrix, active, profile, active_scores, scores)
-        with calibration:
-            _render_calibration(matrix, active, active_scores, scores)
-        with fits:
-            _render_fits(matrix, scores)
-        with compare:
-            _render_compare(matrix, active, profile)
-    with profiles:
-        _render_save(user, profile, valid, active)
-        _render_activate(user)
+        _render_compare(matrix, active, profile)
 
 
 def _render_sliders(active: WeightsProfile) -> tuple[WeightsProfile, bool]:
@@ -263,11 +280,12 @@ def _render_calibration(matrix: RunMatrix, active: WeightsProfile, active_scores
 def _render_fits(matrix: RunMatrix, scores: np.ndarray) -> None:
     reviewed = matrix.reviewed
     if not reviewed.any():
-        st.info("Fitting needs reviewed runs: review some runs in the Review queue first.")
+        st.info(f"Fitting needs reviewed runs: none of the {len(matrix):,} stored runs has a verdict yet. "
+                "Review some runs in the Review queue first.")
         return
     labels, reviewed_scores = matrix.labels[reviewed], scores[reviewed]
     st.subheader("Calibrate the score")
-    method = st.radio("Method", METHODS, horizontal=True, key="tuning.fit.method")
+    method = st.radio("Method", METHODS, horizontal=True, key=METHOD_KEY)
     try:
         calibrator = fit_calibrator(reviewed_scores, labels, method)
         raw = calibration_metrics(reviewed_scores, labels)
@@ -308,8 +326,9 @@ def _render_fit_weights(matrix: RunMatrix) -> None:
 
 def _render_threshold(reviewed_scores: np.ndarray, labels: np.ndarray) -> None:
     st.subheader("HIGH threshold for a target precision")
-    target = st.number_input("Target precision of auto-accepted runs", min_value=0.01, max_value=1.0, value=0.9,
-                             step=0.01, key="tuning.fit.target")
+    st.session_state.setdefault(TARGET_KEY, 0.9)
+    target = st.number_input("Target precision of auto-accepted runs", min_value=0.01, max_value=1.0, step=0.01,
+                             key=TARGET_KEY)
     try:
         recommendation = recommend_threshold(reviewed_scores, labels, target)
     except InputError as exc:
@@ -367,16 +386,14 @@ def _show_result(key: str) -> None:
 
 def _render_compare(matrix: RunMatrix, active: WeightsProfile, sliders: WeightsProfile) -> None:
     stored = {f"profile:{pid}": p for pid, p, _ in _cached_profiles()}
-    choices: dict[str, WeightsProfile] = {ACTIVE: active, SLIDERS: sliders, **stored}
+    unsaved = dataclasses.replace(sliders, name="sliders", version=0)  # labelled "sliders v0" in the charts
+    choices: dict[str, WeightsProfile] = {ACTIVE: active, SLIDERS: unsaved, **stored}
     names = {ACTIVE: f"Active profile ({active.label})", SLIDERS: "Current sliders"} | {k: p.label for k, p in stored.items()}
     left, right = st.columns(2)
-    a = left.selectbox("Profile A", list(choices), index=0, format_func=names.__getitem__, key=COMPARE_KEYS[0])
-    b = right.selectbox("Profile B", list(choices), index=1, format_func=names.__getitem__, key=COMPARE_KEYS[1])
-    profile_a = choices[a]
-    profile_b = dataclasses.replace(sliders, name="sliders", version=0) if b == SLIDERS else choices[b]
-    if a == SLIDERS:
-        profile_a = dataclasses.replace(sliders, name="sliders", version=0)
-    result = compare_profiles(matrix, profile_a, profile_b)
+    st.session_state.setdefault(COMPARE_KEYS[1], SLIDERS)  # A defaults to the first option, the active profile
+    a = left.selectbox("Profile A", list(choices), format_func=names.__getitem__, key=COMPARE_KEYS[0])
+    b = right.selectbox("Profile B", list(choices), format_func=names.__getitem__, key=COMPARE_KEYS[1])
+    result = compare_profiles(matrix, choices[a], choices[b])
     cols = st.columns(2)
     cols[0].metric("Runs changing level", result["changed"])
     cols[1].metric("Mean |Δ confidence|", f"{result['mean_abs_delta']:.3f}")

@@ -52,6 +52,8 @@ def transaction(settings: Settings | None = None) -> Iterator[Session]:
     except (OperationalError, DBAPIError) as exc:
         session.rollback()
         if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            if _connection_lost(exc):
+                _forget_engine(settings, engine)
             where = describe_store(settings)
             raise DatabaseUnavailableError(
                 f"Database unavailable ({where.kind}, {where.location}); nothing was saved "
@@ -63,6 +65,23 @@ def transaction(settings: Settings | None = None) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def _connection_lost(exc: DBAPIError) -> bool:
+    """The server or the connection went away (no SQLSTATE, class 08, or a shutdown 57P0x),
+    as opposed to an OperationalError about one statement, such as a deadlock."""
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return exc.connection_invalidated or sqlstate is None or sqlstate.startswith(("08", "57P"))
+
+
+def _forget_engine(settings: Settings, engine: Engine) -> None:
+    """Drop an engine whose store went away, so the next action builds a new one: that
+    reconnects, and restarts an embedded server that was stopped or killed (pre-ping alone
+    would keep knocking on a dead server's socket)."""
+    with _ENGINES_LOCK:
+        if _ENGINES.get(_settings_key(settings)) is engine:  # not one another thread already rebuilt
+            del _ENGINES[_settings_key(settings)]
+            engine.dispose()
 
 
 def dispose_engines() -> None:

@@ -87,6 +87,11 @@ def _node_color(label: str) -> str:
     return DECISION_COLORS.get(label.split(" · ")[-1], NEUTRAL)
 
 
+def _translucent(hex_color: str, alpha: float = 0.35) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 def _node_order(label: str) -> tuple[int, str]:
     """START, then decisions by step, then the final statuses."""
     if label == START:
@@ -104,7 +109,7 @@ def route_sankey_figure(paths: Sequence[RoutePath]) -> go.Figure:
         arrangement="snap",
         node=dict(label=labels, color=[_node_color(label) for label in labels], pad=18, thickness=16),
         link=dict(source=[index[t.source] for t in transitions], target=[index[t.target] for t in transitions],
-                  value=[t.count for t in transitions]),
+                  value=[t.count for t in transitions], color=[_translucent(_node_color(t.target)) for t in transitions]),
     ))
     fig.update_layout(height=420, margin=dict(l=10, r=10, t=10, b=10))
     return fig

@@ -1,5 +1,9 @@
 """Tuning figures: normalized weights, re-scored confidence by level, level counts before and
-after, reliability against verdicts, and two profiles compared on the same runs."""
+after, reliability against verdicts, and two profiles compared on the same runs.
+
+Every slider move redraws all of these, so each figure is built in one constructor call with
+its layout (shapes included) rather than by update_layout / add_vline: plotly validates on
+every update, and that was most of a rerun's time (add_vline alone ~10 ms a line)."""
 
 from __future__ import annotations
 
@@ -27,15 +31,11 @@ def weights_figure(weights: Mapping[str, float]) -> go.Figure:
     total = raw.sum()
     shares = raw / total if total > 0 else np.zeros_like(raw)
     labels = [COMPONENT_LABELS[c] for c in COMPONENTS]
-    fig = go.Figure(go.Bar(
-        x=shares, y=labels, orientation="h", marker_color=CURRENT_COLOR,
-        text=[f"{s:.0%}" for s in shares], textposition="auto",
-        hovertemplate="%{y}: %{x:.1%} of the weight<extra></extra>",
-    ))
-    fig.update_layout(height=280, margin=dict(l=10, r=10, t=30, b=10), title=dict(text="normalized weights", x=0),
-                      xaxis=dict(range=[0, max(1.0, float(shares.max(initial=0)))], tickformat=".0%"),
-                      yaxis=dict(autorange="reversed"))
-    return fig
+    bar = go.Bar(x=shares.tolist(), y=labels, orientation="h", marker_color=CURRENT_COLOR, text=[f"{s:.0%}" for s in shares],
+                 textposition="auto", hovertemplate="%{y}: %{x:.1%} of the weight<extra></extra>")
+    return go.Figure(data=[bar], layout=dict(
+        height=280, margin=dict(l=10, r=10, t=30, b=10), title=dict(text="normalized weights", x=0),
+        xaxis=dict(range=[0, 1], tickformat=".0%"), yaxis=dict(autorange="reversed")))
 
 
 def score_histogram_figure(scores: Any, profile: WeightsProfile, *, bins: int = HISTOGRAM_BINS) -> go.Figure:
@@ -45,35 +45,36 @@ def score_histogram_figure(scores: Any, profile: WeightsProfile, *, bins: int = 
     scores = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
     edges = np.linspace(0.0, 1.0, bins + 1)
     centers = (edges[:-1] + edges[1:]) / 2
-    indexes = level_indexes(scores, profile)
-    fig = go.Figure()
-    for i, level in enumerate(LEVELS):
-        counts, _ = np.histogram(scores[indexes == i], bins=edges)
-        fig.add_trace(go.Bar(
-            name=level, x=centers, y=counts, width=edges[1] - edges[0], marker_color=LEVEL_COLORS[level],
-            hovertemplate=f"{level}: %{{y}} runs near %{{x:.3f}}<extra></extra>",
-        ))
-    for name in THRESHOLD_NAMES:
-        value = getattr(profile, name)
-        fig.add_vline(x=value, line_dash="dash", line_color="#57606a",
-                      annotation_text=f"{name} {value:.2f}", annotation_position="top")
+    # One pass: bin index * 4 + level index, counted once, instead of a histogram per level.
+    bin_index = np.minimum(np.searchsorted(edges, scores, side="right") - 1, bins - 1)
+    counts = np.bincount(bin_index * len(LEVELS) + level_indexes(scores, profile),
+                         minlength=bins * len(LEVELS)).reshape(bins, len(LEVELS))
+    x = centers.tolist()  # plain lists validate faster than arrays, and 40 numbers need no base64
+    bars = [go.Bar(name=level, x=x, y=counts[:, i].tolist(), width=float(edges[1] - edges[0]), marker_color=LEVEL_COLORS[level],
+                   hovertemplate=f"{level}: %{{y}} runs near %{{x:.3f}}<extra></extra>")
+            for i, level in enumerate(LEVELS)]
+    values = [(name, float(getattr(profile, name))) for name in THRESHOLD_NAMES]
+    shapes = [dict(type="line", x0=v, x1=v, y0=0, y1=1, xref="x", yref="paper", line=dict(dash="dash", color="#57606a"))
+              for _, v in values]
+    annotations = [dict(x=v, y=1, xref="x", yref="paper", text=f"{name} {v:.2f}", showarrow=False, yanchor="bottom")
+                   for name, v in values]
     if len(scores) == 0:
-        fig.add_annotation(text="no stored runs yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_layout(barmode="stack", bargap=0, height=340, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(range=[0, 1], title="final confidence"), yaxis=dict(title="runs"),
-                      legend=dict(orientation="h", y=-0.2))
-    return fig
+        annotations.append(dict(text="no stored runs yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5))
+    return go.Figure(data=bars, layout=dict(
+        barmode="stack", bargap=0, height=340, margin=dict(l=10, r=10, t=40, b=10), shapes=shapes,
+        annotations=annotations, xaxis=dict(range=[0, 1], title="final confidence"), yaxis=dict(title="runs"),
+        legend=dict(orientation="h", y=-0.2)))
 
 
 def _level_bars(groups: Mapping[str, Mapping[str, int]], colors: tuple[str, ...]) -> go.Figure:
-    fig = go.Figure()
+    bars = []
     for (name, counts), color in zip(groups.items(), colors):
         values = [int(counts.get(level, 0)) for level in LEVELS]
-        fig.add_trace(go.Bar(name=name, x=list(LEVELS), y=values, marker_color=color, text=values,
-                             textposition="outside", hovertemplate=f"{name} · %{{x}}: %{{y}} runs<extra></extra>"))
-    fig.update_layout(barmode="group", height=300, margin=dict(l=10, r=10, t=30, b=10),
-                      yaxis=dict(title="runs"), legend=dict(orientation="h", y=-0.2))
-    return fig
+        bars.append(go.Bar(name=name, x=list(LEVELS), y=values, marker_color=color, text=values, textposition="outside",
+                           hovertemplate=f"{name} · %{{x}}: %{{y}} runs<extra></extra>"))
+    return go.Figure(data=bars, layout=dict(barmode="group", height=300, margin=dict(l=10, r=10, t=30, b=10),
+                                            yaxis=dict(title="runs", rangemode="tozero"),
+                                            legend=dict(orientation="h", y=-0.2)))
 
 
 def level_counts_figure(before: Mapping[str, int], after: Mapping[str, int], *, before_name: str = "active profile",
@@ -93,14 +94,11 @@ def confusion_figure(result: Mapping[str, Any]) -> go.Figure:
     off-diagonal cells are runs that change level."""
     levels = list(result["levels"])
     z = np.asarray(result["confusion"], dtype=np.int64)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=levels, y=levels, colorscale="Blues", showscale=False, texttemplate="%{z}",
-        hovertemplate="A %{y} → B %{x}: %{z} runs<extra></extra>",
-    ))
-    fig.update_layout(height=320, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis=dict(title=f"B: {result['b']['profile']}", side="top"),
-                      yaxis=dict(title=f"A: {result['a']['profile']}", autorange="reversed"))
-    return fig
+    heatmap = go.Heatmap(z=z, x=levels, y=levels, colorscale="Blues", showscale=False, texttemplate="%{z}",
+                         hovertemplate="A %{y} → B %{x}: %{z} runs<extra></extra>")
+    return go.Figure(data=[heatmap], layout=dict(
+        height=320, margin=dict(l=10, r=10, t=30, b=10), xaxis=dict(title=f"B: {result['b']['profile']}", side="top"),
+        yaxis=dict(title=f"A: {result['a']['profile']}", autorange="reversed")))
 
 
 def _reliability_trace(report: CalibrationReport, name: str, color: str) -> go.Scatter:
@@ -120,20 +118,18 @@ def reliability_figure(report: CalibrationReport, *, name: str = "sliders", refe
     """Share approved against mean confidence per bin, the diagonal being perfect calibration.
     Marker size and the grey bars (right axis) show how many reviewed runs each bin holds;
     empty bins are left out of the curve. `reference` is drawn for comparison."""
-    fig = go.Figure(go.Bar(
-        name=f"{name}: reviewed runs per bin", x=list(report.bin_centers), y=list(report.counts),
-        width=[b - a for a, b in zip(report.bin_edges, report.bin_edges[1:])], yaxis="y2",
-        marker_color="rgba(9, 105, 218, 0.15)", hovertemplate="%{y} reviewed runs in this bin<extra></extra>",
-    ))
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=DIAGONAL_NAME,
-                             line=dict(dash="dot", color=REFERENCE_COLOR), hoverinfo="skip"))
+    traces: list[go.Bar | go.Scatter] = [
+        go.Bar(name=f"{name}: reviewed runs per bin", x=list(report.bin_centers), y=list(report.counts),
+               width=[b - a for a, b in zip(report.bin_edges, report.bin_edges[1:])], yaxis="y2",
+               marker_color="rgba(9, 105, 218, 0.15)", hovertemplate="%{y} reviewed runs in this bin<extra></extra>"),
+        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=DIAGONAL_NAME, line=dict(dash="dot", color=REFERENCE_COLOR),
+                   hoverinfo="skip"),
+    ]
     if reference is not None:
-        fig.add_trace(_reliability_trace(reference, reference_name, REFERENCE_COLOR))
-    fig.add_trace(_reliability_trace(report, name, CURRENT_COLOR))
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis=dict(range=[0, 1], title="confidence (mean of the bin)"),
-                      yaxis=dict(range=[0, 1.02], title="share approved by reviewers"),
-                      yaxis2=dict(overlaying="y", side="right", showgrid=False, title="reviewed runs",
-                                  rangemode="tozero"),
-                      legend=dict(orientation="h", y=-0.2))
-    return fig
+        traces.append(_reliability_trace(reference, reference_name, REFERENCE_COLOR))
+    traces.append(_reliability_trace(report, name, CURRENT_COLOR))
+    return go.Figure(data=traces, layout=dict(
+        height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis=dict(range=[0, 1], title="confidence (mean of the bin)"),
+        yaxis=dict(range=[0, 1.02], title="share approved by reviewers"),
+        yaxis2=dict(overlaying="y", side="right", showgrid=False, title="reviewed runs", rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.2)))

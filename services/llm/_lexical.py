@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,8 +27,11 @@ _FILLER = frozenset(
     each other only just""".split()
 )
 _VERBS = _AUXILIARIES | frozenset(
-    """be been mean means cause causes clear reset replace set configure avoid take takes need happen
-    happens work works move moves raise raised change check fix use stop start run go""".split()
+    """be been mean means cause causes happen happens need take takes work works raise raised go
+    add adjust apply assign avoid back calibrate change check clean clear configure connect copy
+    create define delete disable enable export find fix import increase decrease inspect install
+    jog load map master measure monitor mount move prevent read recover remove repair replace reset
+    restore run save select set start stop switch teach test tune turn update use verify write""".split()
 )
 _MIN_ANSWER_TOKENS = 3
 # A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.
@@ -60,6 +63,12 @@ def clean(text: str) -> str:
     text = _LEADING_MARKER.sub("", text)
     text = text.replace("**", "").replace("__", "").replace("`", "").replace("|", " ")
     return " ".join(text.split())
+
+
+def facts(text: str) -> frozenset[str]:
+    """Numbers and codes (words with a digit, upper-case words): what makes two similar
+    sentences, like two rows of one table, say different things."""
+    return frozenset(w for w in _WORD.findall(text) if any(c.isdigit() for c in w) or (w.isupper() and len(w) > 1))
 
 
 def stems(text: str) -> frozenset[str]:
@@ -246,7 +255,7 @@ def prf_terms(query: str, texts: Sequence[str], n: int = 5) -> list[str]:
                 surfaces.setdefault(key, lowered if not word.isupper() else word)
         per_text.append(counts)
     document_frequency = Counter(key for counts in per_text for key in counts)
-    scores: Counter[tuple[str, ...]] = Counter()
+    scores: dict[tuple[str, ...], float] = defaultdict(float)
     for rank, counts in enumerate(per_text):
         for key, tf in counts.items():
             scores[key] += tf / (rank + 1) * math.log(1 + len(per_text) / document_frequency[key])

@@ -36,6 +36,7 @@ RELEVANCE_FLOOR = 0.25  # below this a sentence is not about the question at all
 RELATIVE_FLOOR = 0.6  # ...or when it is this much weaker than the best sentence
 MAX_CANDIDATES = 80  # ~5 ms to embed a sentence on a laptop CPU: bounds per-query work
 EMBED_AT_MOST = 32
+NEAR_DUPLICATE = 0.9  # cosine at which two sentences with the same numbers and codes say the same
 MAX_SUPPORT_SENTENCES = 200
 SUPPORT_POOL_PER_SENTENCE = 8
 PRF_DEPTH = 3  # the top chunks pseudo-relevance feedback trusts to be on topic
@@ -124,7 +125,7 @@ class OfflineBackend(AnswerBackend):
             relevance = RELEVANCE_COSINE_WEIGHT * cosine + RELEVANCE_LEXICAL_WEIGHT * lexical
         else:
             relevance = cosine
-        picked = self._mmr(relevance, sentence_vectors)
+        picked = self._mmr(relevance, sentence_vectors, [lex.facts(seg.scoring) for _, _, seg in candidates])
         if not picked:
             return Generation(answer="")
         picked.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
@@ -136,7 +137,7 @@ class OfflineBackend(AnswerBackend):
             citations.append(Citation(chunk_index + 1, hit.chunk_id, hit.document_id, hit.external_id, seg.quote))
         return Generation(answer=" ".join(parts), citations=tuple(citations))
 
-    def _mmr(self, relevance: np.ndarray, vectors: np.ndarray) -> list[int]:
+    def _mmr(self, relevance: np.ndarray, vectors: np.ndarray, facts: list[frozenset[str]]) -> list[int]:
         floor = max(RELEVANCE_FLOOR, RELATIVE_FLOOR * float(relevance.max()))
         eligible = [i for i in range(len(relevance)) if relevance[i] >= floor]
         similarity = vectors @ vectors.T
@@ -147,7 +148,10 @@ class OfflineBackend(AnswerBackend):
                 return self.mmr_lambda * float(relevance[i]) - (1 - self.mmr_lambda) * redundancy
             best = max(eligible, key=lambda i: (round(gain(i), 6), -i))  # ties: earlier chunk wins
             picked.append(best)
-            eligible.remove(best)
+            # MMR's penalty only reorders; once the eligible run out it would still take the
+            # same statement reworded. Table rows are as similar but state different values.
+            eligible = [i for i in eligible if i != best and not (
+                similarity[i, best] >= NEAR_DUPLICATE and facts[i] == facts[best])]
         return picked
 
     # --- judging --------------------------------------------------------------------------
@@ -199,12 +203,12 @@ class OfflineBackend(AnswerBackend):
 
     def _grade(self, query: str, answer: str) -> Grade:
         plain = strip_markers(answer)
-        if not plain.strip():
-            return Grade(1, ("no answer was produced",), (query,) if query.strip() else ())
         terms = lex.query_terms(query)
-        coverage = lex.coverage(terms, plain)
+        coverage = lex.coverage(terms, plain) if plain else 0.0
         relevance = self._relevance(query, plain)
-        if coverage >= 0.9 and relevance >= 0.7:
+        if not plain:
+            score = 1
+        elif coverage >= 0.9 and relevance >= 0.7:
             score = 5
         elif coverage >= 0.7 and relevance >= 0.5:
             score = 4
@@ -215,8 +219,8 @@ class OfflineBackend(AnswerBackend):
         else:
             score = 1
         gaps = lex.missing(terms, [plain])
-        context = [t.surface for t in terms if t.surface not in gaps][:4]
-        refinements = tuple(" ".join([gap, *context]) for gap in gaps[:3])
+        # A follow-up query per gap: the missing term first, with the question's other terms.
+        refinements = tuple(" ".join([gap, *[t.surface for t in terms if t.surface != gap][:4]]) for gap in gaps[:3])
         return Grade(score, tuple(gaps), refinements)
 
     # --- embeddings -----------------------------------------------------------------------
@@ -286,7 +290,7 @@ def strip_markers(answer: str) -> str:
 
 def answer_sentences(answer: str) -> list[str]:
     """The answer's sentences without citation markers, as the chunks' sentences are scored."""
-    sentences = []
+    sentences: list[str] = []
     for piece in _MARKERS.split(answer)[::2]:  # split() interleaves the captured marker text
         sentences.extend(lex.clean(x) for x in split_sentences(piece))
     return [s for s in sentences if any(ch.isalnum() for ch in s)]

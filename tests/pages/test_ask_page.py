@@ -136,3 +136,31 @@ def test_empty_corpus_points_to_the_corpus_page(clean_db):
     assert "corpus is empty" in at.info[0].value
     assert [link.value for link in at.get("page_link")] == ["Open the Corpus page"]
     assert not [b for b in at.button if b.key == "ask.submit"]
+
+
+# --- the page's pure helpers, without Streamlit ------------------------------------------------
+
+def test_split_around_finds_the_quote_even_with_different_spacing():
+    from pages.ask import split_around
+
+    chunk = "# SRVO-062\nSRVO-062 means the backup\nbattery dropped. Replace it."
+    assert split_around(chunk, "Replace it.") == ("# SRVO-062\nSRVO-062 means the backup\nbattery dropped. ", "Replace it.", "")
+    before, found, after = split_around(chunk, "the backup battery   dropped.")
+    assert found == "the backup\nbattery dropped." and before.endswith("means ") and after == " Replace it."
+    assert split_around(chunk, "not in the chunk") is None and split_around(chunk, "  ") is None
+
+
+def test_demo_picker_offers_only_answerable_questions():
+    from pages.ask import answerable_questions
+
+    questions = [{"text": "a", "metadata": {"answerable": True}}, {"text": "b", "metadata": {"answerable": False}}]
+    assert answerable_questions(questions) == ["a"]
+
+
+def test_signals_table_lists_blended_signals_with_renormalized_weights_first():
+    from pages.ask import signals_frame
+
+    frame = signals_frame({"heuristic_value": 0.4, "grade": 0.5, "retrieval": 0.6})
+    assert list(frame["signal"]) == ["retrieval", "answer grade", "heuristic (reference, not blended)"]
+    assert list(frame["blend weight"][:2]) == pytest.approx([0.40 / 0.65, 0.25 / 0.65])
+    assert frame["blend weight"].isna().tolist() == [False, False, True]

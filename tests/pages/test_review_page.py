@@ -308,3 +308,38 @@ def test_script_tags_in_question_answer_and_comment_are_shown_as_text(demo_runs)
     at.selectbox(key="review.pick").select(rid).run()
     assert history_table(at)["comment"].iloc[0] == XSS
     assert not at.exception and not [v for v in markdown_values(at) if "<script>" in v]
+
+
+# --- pure helpers ----------------------------------------------------------------------------
+
+def review_page():  # type: ignore[no-untyped-def]
+    """The page module itself, for its pure helpers (main() only runs under Streamlit)."""
+    from pages import review
+
+    return review
+
+
+def test_split_quote_finds_the_passage_despite_whitespace_and_case():
+    split_quote = review_page().split_quote
+    text = "Intro line.\nReplace the   battery pack,\nthen remaster. Done."
+    assert split_quote(text, "Replace the   battery pack,") == ("Intro line.\n", "Replace the   battery pack,",
+                                                                "\nthen remaster. Done.")
+    assert split_quote(text, "replace the battery pack, then REMASTER.") == (
+        "Intro line.\n", "Replace the   battery pack,\nthen remaster.", " Done.")
+    assert split_quote(text, "not in the chunk") is None and split_quote(text, "  ") is None
+
+
+def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
+    from services.errors import InputError
+    from services.runs import STATUSES
+
+    page = review_page()
+    day = datetime(2025, 5, 1, tzinfo=UTC).date()
+    filters = page.queue_filters(statuses=[], levels=["LOW"], presets=["minimal"], reviewer="  ana ", start=day, end=day)
+    assert filters.statuses == STATUSES and filters.levels == ("LOW",) and filters.presets == ("minimal",)
+    assert filters.reviewer == "ana"
+    assert (filters.since, filters.until) == (datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 2, tzinfo=UTC))
+    assert page.queue_filters(statuses=["pending"], levels=[], presets=[], reviewer="", start=None,
+                              end=None).reviewer is None
+    with pytest.raises(InputError, match="after it ends"):
+        page.queue_filters(statuses=[], levels=[], presets=[], reviewer="", start=day, end=day - timedelta(days=1))

@@ -104,3 +104,15 @@ def test_no_runs_says_so(clean_db):
     at = _routes_page()
     assert "No stored runs match" in at.info[0].value
     assert [link.value for link in at.get("page_link")] == ["Ask a question"]
+
+
+def test_date_inputs_become_whole_utc_days_end_included():
+    from datetime import UTC, date, datetime
+
+    from pages.routes import filters_from_inputs
+
+    filters = filters_from_inputs(["minimal"], [], [date(2025, 3, 1), date(2025, 3, 31)])
+    assert filters.presets == ("minimal",) and filters.statuses == ()
+    assert filters.since == datetime(2025, 3, 1, tzinfo=UTC) and filters.until == datetime(2025, 4, 1, tzinfo=UTC)
+    half_picked = filters_from_inputs([], ["pending"], [date(2025, 3, 1)])  # the second date not chosen yet
+    assert half_picked.since == datetime(2025, 3, 1, tzinfo=UTC) and half_picked.until is None

@@ -15,7 +15,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from pages.common import REVIEWER_KEY, cached_active_profile_label
+from pages.common import cached_active_profile_label
 from services.confidence import COMPONENTS, DEFAULT_PROFILE, LEVELS, overall
 from services.profiles import active_profile, list_profiles, save_profile
 from services.review import submit_review
@@ -73,20 +73,27 @@ def _verdicts(ids: dict[str, list[int]]) -> None:
         submit_review(rid, expected_version=0, action="flag", reviewer="rita", flag_reason="wrong answer")
 
 
-def open_tuning(*, reviewer: str | None = "ana", secrets: dict | None = None) -> AppTest:
+def open_tuning(tab: str | None = None, *, secrets: dict | None = None) -> AppTest:
+    """The app, then the Tuning page. Note: with a pages/ directory next to app.py, AppTest
+    runs a switched-to page on its own (Streamlit's MPA v1), so the sidebar is not drawn after
+    switch_page and a reviewer name typed there lasts one run: tests that act as someone sign
+    in under OIDC instead (as_user)."""
     at = AppTest.from_file(APP, default_timeout=120)
     for section, values in (secrets or {}).items():
         at.secrets[section] = values
     at.run()
     at.switch_page("pages/tuning.py").run()
-    if reviewer:
-        # Set as plain state once the sidebar's box is gone, not typed into it: with a pages/
-        # directory next to app.py, Streamlit runs a switched-to page on its own (MPA v1), so
-        # the sidebar is not drawn again and a value typed there would last one run only.
-        at.session_state[REVIEWER_KEY] = reviewer
-        at.run()
     assert not at.exception, at.exception
+    if tab:
+        open_tab(at, tab)
     return at
+
+
+def open_tab(at: AppTest, label: str) -> None:
+    """Switch tabs the way a click does: the tabs rerun the page and only the open one is drawn."""
+    at.session_state["tuning.tab"] = label
+    at.run()
+    assert not at.exception, at.exception
 
 
 def as_user(email: str):  # type: ignore[no-untyped-def]
@@ -167,13 +174,14 @@ def test_invalid_thresholds_show_an_error_and_keep_the_last_valid_profile(runs):
     set_sliders(at, {"tuning.t.low": 0.8})  # low 0.80 > medium 0.70
     assert any("low ≤ medium ≤ high" in e for e in error_texts(at))
     assert histogram_counts(at) == {"HIGH": 0, "MEDIUM": 10, "LOW": 20, "VERY LOW": 0}  # still high 0.95, low 0.5
-    assert at.button(key="tuning.save").disabled
+    open_tab(at, "Profiles")
+    assert at.button(key="tuning.save").disabled and any("Fix the sliders" in c.value for c in at.caption)
     set_sliders(at, {"tuning.t.low": 0.5})
-    assert not error_texts(at)
+    assert not error_texts(at) and not any("Fix the sliders" in c.value for c in at.caption)
 
 
 def test_without_verdicts_calibration_says_it_needs_reviewed_runs(runs):
-    at = open_tuning()
+    at = open_tuning("Calibration")
     assert any("needs reviewed runs" in i.value and "30" in i.value for i in at.info)
     assert not any(m.label == "ECE" for m in at.metric)
 
@@ -182,10 +190,11 @@ def test_without_verdicts_calibration_says_it_needs_reviewed_runs(runs):
 
 def test_with_verdicts_the_reliability_diagram_and_metrics_appear(runs):
     _verdicts(runs)
-    at = open_tuning()
+    at = open_tuning("Calibration")
     assert not at.info
     reliability = [s for s in specs(at) if any(t.get("name") == "perfectly calibrated" for t in s["data"])]
-    assert reliability  # sliders vs active, and the calibrated curve
+    assert len(reliability) == 1
+    assert sum(t["name"].startswith(("sliders (ECE", "active (default v1) (ECE")) for t in reliability[0]["data"]) == 2
     counts = next(t for t in reliability[0]["data"] if t["type"] == "bar")
     assert sum(_values(counts["y"])) == 30
     for label in ("ECE", "Brier score", "AUROC"):
@@ -199,7 +208,9 @@ def test_with_verdicts_the_reliability_diagram_and_metrics_appear(runs):
 
 def test_fit_weights_loads_them_into_the_sliders(runs):
     _verdicts(runs)
-    at = open_tuning()
+    at = open_tuning("Fit from verdicts")
+    assert any(s["data"][-1].get("name", "").startswith("isotonic calibrated") for s in specs(at))  # calibrated curve
+    assert metric(at, "ECE").value == "0.000"  # isotonic is perfectly calibrated in-sample
     at.button(key="tuning.fit.weights").click().run()
     assert not at.exception and not at.warning
     fitted = next(d.value for d in at.dataframe if "fitted share" in d.value.columns)
@@ -209,13 +220,15 @@ def test_fit_weights_loads_them_into_the_sliders(runs):
     assert not at.exception
     sliders = [at.slider(key=f"tuning.w.{c}").value for c in COMPONENTS]
     assert sliders == pytest.approx([round(share, 2) for share in shares])
+    open_tab(at, "Effect on runs")
     assert int(metric(at, "Auto-accepted").value) == 20  # the strong-top runs now reach HIGH
 
 
 def test_too_few_verdicts_is_a_warning(runs):
     for rid in runs["strong"][:3]:
         submit_review(rid, expected_version=0, action="approve", reviewer="rita")
-    at = open_tuning()
+    at = open_tuning("Fit from verdicts")
+    assert any("at least 10 reviewed runs" in w.value for w in at.warning)  # the calibrator
     at.button(key="tuning.fit.weights").click().run()
     assert not at.exception
     assert any("at least 10 reviewed runs" in w.value for w in at.warning)
@@ -223,7 +236,7 @@ def test_too_few_verdicts_is_a_warning(runs):
 
 def test_recommended_threshold_becomes_the_high_threshold(runs):
     _verdicts(runs)
-    at = open_tuning()
+    at = open_tuning("Fit from verdicts")
     at.number_input(key="tuning.fit.target").set_value(1.0).run()
     assert float(metric(at, "Precision").value.rstrip("%")) == pytest.approx(100.0)
     assert float(metric(at, "Threshold").value) == pytest.approx(0.9, abs=1e-3)  # the lowest strong run
@@ -232,11 +245,27 @@ def test_recommended_threshold_becomes_the_high_threshold(runs):
     assert at.slider(key="tuning.t.high").value == pytest.approx(0.90)
 
 
+def test_widgets_in_a_closed_tab_keep_their_values(runs):
+    _verdicts(runs)
+    at = open_tuning("Fit from verdicts")
+    at.radio(key="tuning.fit.method").set_value("logistic")
+    at.number_input(key="tuning.fit.target").set_value(0.95).run()
+    open_tab(at, "Profiles")
+    at.text_input(key="tuning.save.name").input("strict").run()
+    open_tab(at, "Fit from verdicts")
+    assert at.radio(key="tuning.fit.method").value == "logistic"
+    assert at.number_input(key="tuning.fit.target").value == pytest.approx(0.95)
+    assert not at.exception and not at.warning  # no "default value and Session State" warning either
+    assert any(s["data"][-1].get("name", "").startswith("logistic calibrated") for s in specs(at))
+    open_tab(at, "Profiles")
+    assert at.text_input(key="tuning.save.name").value == "strict"
+
+
 # --- profiles -------------------------------------------------------------------------------------
 
 def test_save_creates_a_new_version_with_the_slider_weights(runs):
     with as_user("rita@x.org"):  # signed in (not an admin): saving needs a name, not a role
-        at = open_tuning(reviewer=None, secrets=OIDC)
+        at = open_tuning("Profiles", secrets=OIDC)
         set_sliders(at, TOP_ONLY)
         assert at.text_input(key="tuning.save.name").value == "default"
         at.text_area(key="tuning.save.notes").input("top score only")
@@ -251,7 +280,7 @@ def test_save_creates_a_new_version_with_the_slider_weights(runs):
 
 
 def test_save_without_a_reviewer_name_is_refused(runs):
-    at = open_tuning(reviewer=None)
+    at = open_tuning("Profiles")
     assert at.button(key="tuning.save").disabled
     assert any("reviewer name" in c.value for c in at.caption)
 
@@ -260,7 +289,7 @@ def test_an_admin_activates_a_profile_and_the_sidebar_label_follows(runs):
     strict_id, _ = save_profile(dataclasses.replace(DEFAULT_PROFILE, name="strict", high=0.95), created_by="setup")
     assert cached_active_profile_label() == "default v1"  # cached for the sidebar
     with as_user("admin@x.org"):
-        at = open_tuning(reviewer=None, secrets=OIDC)
+        at = open_tuning("Profiles", secrets=OIDC)
         assert not at.button(key="tuning.activate").disabled
         at.selectbox(key="tuning.activate.pick").select(strict_id)
         at.button(key="tuning.activate").click().run()
@@ -269,19 +298,21 @@ def test_an_admin_activates_a_profile_and_the_sidebar_label_follows(runs):
     assert active_profile()[1] == strict_id
     assert cached_active_profile_label() == "strict v1"  # the page cleared the sidebar's cache
     # deltas now compare with strict v1 (HIGH from 0.95: none of its runs is auto-accepted)
+    with as_user("admin@x.org"):
+        open_tab(at, "Effect on runs")
     assert metric(at, "Auto-accepted").value == "10" and metric(at, "Auto-accepted").delta == "10"
 
 
 def test_a_non_admin_under_oidc_cannot_activate(runs):
     strict_id, _ = save_profile(dataclasses.replace(DEFAULT_PROFILE, name="strict", high=0.95), created_by="setup")
     with as_user("bob@x.org"):
-        at = open_tuning(reviewer=None, secrets=OIDC)
+        at = open_tuning("Profiles", secrets=OIDC)
     assert at.button(key="tuning.activate").disabled and at.checkbox(key="tuning.save.activate").disabled
     assert any("Only administrators" in c.value for c in at.caption)
     # the button is drawn for an admin, but bob clicks it (the admin list changed, a stale tab):
     # the callback checks who clicks, not who the page was drawn for
     with as_user("admin@x.org"):
-        at = open_tuning(reviewer=None, secrets=OIDC)
+        at = open_tuning("Profiles", secrets=OIDC)
     at.selectbox(key="tuning.activate.pick").select(strict_id)
     with as_user("bob@x.org"):
         at.button(key="tuning.activate").click().run()
@@ -294,7 +325,7 @@ def test_a_non_admin_under_oidc_cannot_activate(runs):
 
 def test_compare_shows_level_counts_and_the_confusion_heatmap(runs):
     _verdicts(runs)
-    at = open_tuning()
+    at = open_tuning("Compare profiles")
     set_sliders(at, TOP_ONLY)
     assert at.selectbox(key="tuning.compare.a").value == "active"
     assert at.selectbox(key="tuning.compare.b").value == "sliders"

@@ -12,7 +12,7 @@ from services import pipeline
 from services.confidence import DEFAULT_PROFILE
 from services.errors import InputError
 from services.review import submit_review
-from services.routes import RecentRun, RoutePath, RouteFilters, count_routes, count_transitions, recent_runs, route_stats
+from services.routes import RecentRun, RouteFilters, RoutePath, count_routes, count_transitions, recent_runs, route_stats
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 

@@ -102,6 +102,9 @@ def test_route_sankey_counts_transitions_between_steps():
     out_of_start = sum(v for (s, _), v in links.items() if s == "START")
     into_end = sum(v for (_, t), v in links.items() if t.startswith("END"))
     assert out_of_start == into_end == 10
+    colors = {(labels[s], labels[t]): c for s, t, c in zip(sankey["link"]["source"], sankey["link"]["target"],
+                                                           sankey["link"]["color"])}
+    assert colors[("1 · COMPLETE", "END · auto_accepted")] == "rgba(26,127,55,0.35)"  # a link takes its target's color
 
 
 def test_route_frequency_merges_statuses_and_ranks_routes():

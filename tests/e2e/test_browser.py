@@ -1,0 +1,148 @@
+"""The workbench in real headless Chromium: ask, see the breakdown, approve, export.
+
+Also checks that HTML/JS in questions and document text is shown as text and never runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+XSS_DOC = ('# Hostile page <script>window.__xss = "doc-script"</script>\n'
+           'SRVO-062 backup <img src=x onerror="window.__xss = \'doc-img\'"> means the encoder lost its count.')
+XSS_QUESTION = 'What does SRVO-062 mean? <img src=x onerror="window.__xss=\'question\'"><script>window.__xss=1</script>'
+
+chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(chromium is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
+                                                "it could not be installed here)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def corpus(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    from services.ingest import ingest_paths
+    from tests.services.test_pipeline import DOCS
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, body in DOCS.items():
+        (docs / name).write_text(body, encoding="utf-8")
+    (docs / "hostile.md").write_text(XSS_DOC, encoding="utf-8")
+    ingest_paths([docs])
+
+
+@pytest.fixture()
+def server(corpus, tmp_path):  # type: ignore[no-untyped-def]
+    """`streamlit run app.py` against the test session's embedded database."""
+    port = _free_port()
+    log = open(tmp_path / "streamlit.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.headless", "true"],
+        cwd=ROOT, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture()
+def page(tmp_path):  # type: ignore[no-untyped-def]
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        tab = context.new_page()
+        tab.set_default_timeout(180_000)
+        dialogs: list[str] = []
+        tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        tab.dialogs = dialogs  # type: ignore[attr-defined]
+        yield tab
+        context.close()
+        browser.close()
+
+
+def _settle(tab, heading: str) -> None:  # type: ignore[no-untyped-def]
+    """Wait for a real heading and for Streamlit to finish running the script."""
+    tab.get_by_role("heading", name=heading).first.wait_for()
+    tab.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+
+
+def _assert_not_blank(path: Path) -> None:
+    from PIL import Image, ImageStat
+
+    image = Image.open(path).convert("L")
+    assert ImageStat.Stat(image).stddev[0] > 5, f"{path} looks blank"
+
+
+def test_ask_approve_export_in_a_real_browser(server, page, tmp_path):  # type: ignore[no-untyped-def]
+    page.goto(server)
+    _settle(page, "Ask")
+    page.get_by_label("Reviewer").fill("e2e reviewer")
+    page.get_by_label("Reviewer").press("Enter")
+    page.get_by_label("Question").fill(XSS_QUESTION)
+    page.get_by_role("button", name="Ask").click()
+    page.locator(".js-plotly-plot").nth(1).wait_for()  # gauge and breakdown are drawn
+    _settle(page, "Ask")
+    page.screenshot(path=tmp_path / "ask.png", full_page=True)
+    _assert_not_blank(tmp_path / "ask.png")
+    assert page.get_by_text("<script>window.__xss=1</script>", exact=False).count() >= 1  # shown as text
+    assert page.evaluate("() => window.__xss") is None and page.dialogs == []
+
+    page.goto(f"{server}/review")
+    _settle(page, "Review queue")
+    page.get_by_role("button", name="Approve").click()
+    page.get_by_text(re.compile("approved", re.I)).first.wait_for()
+    _settle(page, "Review queue")
+    page.screenshot(path=tmp_path / "review.png", full_page=True)
+    _assert_not_blank(tmp_path / "review.png")
+
+    page.goto(f"{server}/export")
+    _settle(page, "Export reviewed answers")
+    page.get_by_text("jsonl", exact=True).click()
+    _settle(page, "Export reviewed answers")
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name=re.compile("Download")).click()
+    exported = Path(download_info.value.path()).read_text(encoding="utf-8")
+    page.screenshot(path=tmp_path / "export.png", full_page=True)
+    _assert_not_blank(tmp_path / "export.png")
+    assert '"verdict": "approved"' in exported and "e2e reviewer" in exported
+    assert "SRVO-062" in exported
+    assert page.evaluate("() => window.__xss") is None and page.dialogs == []
