@@ -31,7 +31,7 @@ def embedded_uri(data_dir: Path) -> str:
     pgdata = Path(data_dir).expanduser().resolve() / "pgdata"
     with _START_LOCK:
         try:
-            pgdata.parent.mkdir(parents=True, exist_ok=True)
+            pgdata.mkdir(parents=True, exist_ok=True)  # ourselves: pgserver races on a fresh dir
             with pgserver.PostgresServer._lock:
                 _drop_dead_handles(pgdata)
                 known = pgserver.PostgresServer._instances.get(pgdata)

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in
+from pages.common import ensure_store, require_sign_in, show_error
 from services.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
 from services.confidence import DEFAULT_PROFILE
 from services.errors import WorkbenchError
@@ -74,7 +74,7 @@ def main() -> None:
         calibrator = calibrator_for_queue()
         records = export_records(filters, calibrate=calibrator)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     if calibrator is not None:
         st.caption(f"calibrated_probability: P(approved) from the review queue's calibrator ({calibrator.n_fitted} verdicts).")
@@ -115,7 +115,7 @@ def _render_download(records: Sequence[dict[str, Any]]) -> None:
     try:
         download = export_download(records, fmt, now=datetime.now(UTC))
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     st.download_button(f"Download {len(records):,} runs as {fmt}", data=download.data, file_name=download.file_name,
                        mime=download.mime, key="export.download", type="primary")

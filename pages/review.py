@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in
+from pages.common import as_plain, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_reviewer
 from services.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
 from services.charts import review as review_charts
@@ -41,6 +41,7 @@ CLEAR_KEY = "review.clear_selection"
 PICK_KEY = "review.pick"
 ORDERS = {"least confident first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
+QUEUE_LIMIT = 500
 QUEUE_COLUMNS = ("run id", "question", "level", "confidence", "calibrated", "disagreement", "preset", "status",
                  "reviewer", "created")
 
@@ -136,14 +137,14 @@ def main() -> None:
         counts = queue_counts()
         calibrator = calibrator_for_queue()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_progress(counts)
     try:
         filters, order = _render_filters()
-        items = review_queue(filters, order=order, calibrate=calibrator)
+        items = review_queue(filters, order=order, calibrate=calibrator, limit=QUEUE_LIMIT)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_queue(items, order, calibrator)
     run_id = _render_picker(items)
@@ -168,7 +169,7 @@ def _render_progress(counts: Mapping[str, int]) -> None:
 def _render_filters() -> tuple[QueueFilters, str]:
     with st.expander("Filters", expanded=True):
         c1, c2, c3 = st.columns(3)
-        statuses = c1.multiselect("Status", STATUSES, default=["pending"], key="review.statuses")
+        statuses = c1.multiselect("Status", STATUSES, default=["pending"], key="review.statuses", placeholder="any status")
         levels = c2.multiselect("Level", LEVELS, key="review.levels")
         presets = c3.multiselect("Preset", tuple(PRESETS), key="review.presets")
         d1, d2, d3 = st.columns(3)
@@ -193,6 +194,8 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
     if not items:
         st.info("No runs match these filters.")
         return
+    if len(items) == QUEUE_LIMIT:
+        st.caption(f"Showing only the {QUEUE_LIMIT} runs with the lowest raw confidence; narrow the filters to see others.")
     st.dataframe(queue_frame(items, calibrated=calibrator is not None), hide_index=True, key="review.table",
                  column_config={name: st.column_config.NumberColumn(format="%.3f")
                                 for name in ("confidence", "calibrated", "disagreement")})
@@ -226,7 +229,7 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
         run = load_run(run_id)
         history = review_history(run_id)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     st.divider()
     st.subheader(f"Run {run_id}")
@@ -290,7 +293,7 @@ def _render_breakdown(run: Run, best: Iteration | None) -> None:
     try:
         profile = run_profile(run)
     except (InputError, KeyError, TypeError, ValueError) as exc:
-        st.error(f"The run's stored weights profile cannot be read ({exc}); showing the default weights.")
+        show_error(f"The run's stored weights profile cannot be read ({exc}); showing the default weights.")
         profile = DEFAULT_PROFILE
     breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.get("reranker", "none"))
     st.plotly_chart(breakdown_figure(breakdown), key="review.breakdown")
@@ -323,7 +326,7 @@ def _render_actions(run_id: int, run: Run, history: Sequence[Review], user: Curr
     try:
         require_reviewer(user)
     except WorkbenchError as exc:
-        st.warning(str(exc))
+        st.warning(as_plain(str(exc)))
     approve_tab, flag_tab, correct_tab = st.tabs(["Approve", "Flag", "Correct"])
     with approve_tab, st.form("review.approve_form"):
         comment = st.text_area("Comment (optional)", key=f"review.approve.comment.{run_id}", max_chars=MAX_COMMENT_CHARS)
@@ -353,7 +356,7 @@ def _save(run_id: int, action: str, user: CurrentUser, **fields: Any) -> None:
                                           "attempted": attempted}
         return
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     st.session_state[FLASH_KEY] = f"Saved: run {run_id} is now {review.new_status} (version {review.version})."
     st.session_state[CLEAR_KEY] = True
@@ -364,7 +367,7 @@ def _render_conflict(run_id: int) -> None:
     conflict = st.session_state.get(CONFLICT_KEY)
     if not conflict or conflict["run_id"] != run_id:
         return
-    st.error(conflict["message"])
+    show_error(conflict["message"])
     theirs, yours = st.columns(2)
     theirs.markdown("**Saved meanwhile (current)**")
     for line in state_lines(conflict["current"]):

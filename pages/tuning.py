@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_active_profile_label, current_user, ensure_store, require_sign_in
+from pages.common import as_plain, cached_active_profile_label, current_user, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_admin
 from services.calibration import METHODS, CalibrationReport, calibration_metrics, fit_calibrator, fit_weights, recommend_threshold
 from services.charts import tuning as charts
@@ -173,7 +173,7 @@ def main() -> None:
         active, _ = _cached_active()
         matrix = cached_run_matrix()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     for key in TAB_WIDGET_KEYS:  # re-set as plain state: a closed tab's widgets would lose theirs
         if key in st.session_state:
@@ -183,7 +183,7 @@ def main() -> None:
     profile, valid = _render_sliders(active)
     left, right = st.columns([4, 1], vertical_alignment="center")
     left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most 30 s ago). "
-                 f"Deltas compare with the active profile, {active.label}.")
+                 f"Deltas compare with the active profile, {as_plain(active.label)}.")
     right.button("Reload runs", key="tuning.reload", on_click=cached_run_matrix.clear)
     # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not five.
     tabs = st.tabs(TABS, key=TAB_KEY, on_change="rerun")
@@ -225,7 +225,7 @@ def _render_sliders(active: WeightsProfile) -> tuple[WeightsProfile, bool]:
         profile = profile_from_sliders(st.session_state, active)
     except InputError as exc:
         last = st.session_state.get(LAST_VALID_KEY)
-        st.error(f"{exc} The runs below are scored with the last valid profile until this is fixed.")
+        show_error(f"{exc} The runs below are scored with the last valid profile until this is fixed.")
         return (WeightsProfile.from_dict(last) if last else active), False
     st.session_state[LAST_VALID_KEY] = profile.to_dict()
     return profile, True
@@ -291,7 +291,7 @@ def _render_fits(matrix: RunMatrix, scores: np.ndarray) -> None:
         raw = calibration_metrics(reviewed_scores, labels)
         calibrated = calibration_metrics(calibrator(reviewed_scores), labels)
     except InputError as exc:
-        st.warning(str(exc))
+        st.warning(as_plain(str(exc)))
     else:
         _render_metrics(calibrated, raw)
         st.plotly_chart(charts.reliability_figure(calibrated, name=f"{method} calibrated", reference=raw,
@@ -314,7 +314,7 @@ def _render_fit_weights(matrix: RunMatrix) -> None:
     if result is None:
         return
     if result[0] == "error":
-        st.warning(result[1])
+        st.warning(as_plain(result[1]))
         return
     _, weights, n = result
     st.dataframe(pd.DataFrame({"component": [COMPONENT_LABELS[c] for c in COMPONENTS],
@@ -332,17 +332,17 @@ def _render_threshold(reviewed_scores: np.ndarray, labels: np.ndarray) -> None:
     try:
         recommendation = recommend_threshold(reviewed_scores, labels, target)
     except InputError as exc:
-        st.warning(str(exc))
+        st.warning(as_plain(str(exc)))
         return
     if not recommendation.reachable:
-        st.warning(recommendation.reason)
+        st.warning(as_plain(recommendation.reason))
         return
     assert recommendation.threshold is not None and recommendation.precision is not None
     cols = st.columns(3)
     cols[0].metric("Threshold", f"{recommendation.threshold:.3f}")
     cols[1].metric("Precision", f"{recommendation.precision:.1%}")
     cols[2].metric("Recall", f"{recommendation.recall or 0:.1%}")
-    st.caption(recommendation.reason)
+    st.caption(as_plain(recommendation.reason))
     high = ceil_to_step(recommendation.threshold)
     st.button(f"Set HIGH to {high:.2f}", key="tuning.fit.set_high", on_click=_set_sliders,
               args=({THRESHOLD_KEYS["high"]: high},))
@@ -379,9 +379,10 @@ def _render_activate(user: CurrentUser) -> None:
 
 
 def _show_result(key: str) -> None:
+    """A callback's outcome, once; it names profiles, so it is shown as plain text."""
     result = st.session_state.pop(key, None)
     if result is not None:
-        (st.success if result[0] == "success" else st.error)(result[1])
+        (st.success if result[0] == "success" else st.error)(as_plain(result[1]))
 
 
 def _render_compare(matrix: RunMatrix, active: WeightsProfile, sliders: WeightsProfile) -> None:
@@ -403,4 +404,5 @@ def _render_compare(matrix: RunMatrix, active: WeightsProfile, sliders: WeightsP
     st.dataframe(compare_frame(result), hide_index=True)
 
 
-main()
+if __name__ == "__main__":  # Streamlit runs pages as __main__; tests import the pure helpers
+    main()

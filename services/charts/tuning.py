@@ -7,6 +7,7 @@ every update, and that was most of a rerun's time (add_vline alone ~10 ms a line
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,9 +67,15 @@ def score_histogram_figure(scores: Any, profile: WeightsProfile, *, bins: int = 
         legend=dict(orientation="h", y=-0.2)))
 
 
+def _plain(label: str) -> str:
+    """Profile names are user input and plotly reads a few HTML tags in text: show them literally."""
+    return html.escape(label, quote=False)
+
+
 def _level_bars(groups: Mapping[str, Mapping[str, int]], colors: tuple[str, ...]) -> go.Figure:
     bars = []
-    for (name, counts), color in zip(groups.items(), colors):
+    for (label, counts), color in zip(groups.items(), colors):
+        name = _plain(label)
         values = [int(counts.get(level, 0)) for level in LEVELS]
         bars.append(go.Bar(name=name, x=list(LEVELS), y=values, marker_color=color, text=values, textposition="outside",
                            hovertemplate=f"{name} · %{{x}}: %{{y}} runs<extra></extra>"))
@@ -97,11 +104,13 @@ def confusion_figure(result: Mapping[str, Any]) -> go.Figure:
     heatmap = go.Heatmap(z=z, x=levels, y=levels, colorscale="Blues", showscale=False, texttemplate="%{z}",
                          hovertemplate="A %{y} → B %{x}: %{z} runs<extra></extra>")
     return go.Figure(data=[heatmap], layout=dict(
-        height=320, margin=dict(l=10, r=10, t=30, b=10), xaxis=dict(title=f"B: {result['b']['profile']}", side="top"),
-        yaxis=dict(title=f"A: {result['a']['profile']}", autorange="reversed")))
+        height=320, margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title=f"B: {_plain(result['b']['profile'])}", side="top"),
+        yaxis=dict(title=f"A: {_plain(result['a']['profile'])}", autorange="reversed")))
 
 
-def _reliability_trace(report: CalibrationReport, name: str, color: str) -> go.Scatter:
+def _reliability_trace(report: CalibrationReport, label: str, color: str) -> go.Scatter:
+    name = _plain(label)
     filled = [i for i, count in enumerate(report.counts) if count]
     counts = [report.counts[i] for i in filled]
     return go.Scatter(
@@ -119,7 +128,7 @@ def reliability_figure(report: CalibrationReport, *, name: str = "sliders", refe
     Marker size and the grey bars (right axis) show how many reviewed runs each bin holds;
     empty bins are left out of the curve. `reference` is drawn for comparison."""
     traces: list[go.Bar | go.Scatter] = [
-        go.Bar(name=f"{name}: reviewed runs per bin", x=list(report.bin_centers), y=list(report.counts),
+        go.Bar(name=f"{_plain(name)}: reviewed runs per bin", x=list(report.bin_centers), y=list(report.counts),
                width=[b - a for a, b in zip(report.bin_edges, report.bin_edges[1:])], yaxis="y2",
                marker_color="rgba(9, 105, 218, 0.15)", hovertemplate="%{y} reviewed runs in this bin<extra></extra>"),
         go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name=DIAGONAL_NAME, line=dict(dash="dot", color=REFERENCE_COLOR),

@@ -135,6 +135,38 @@ def error_texts(at: AppTest) -> list[str]:
     return [e.value for e in at.error]
 
 
+# --- pure helpers -----------------------------------------------------------------------------
+
+def test_profile_from_sliders_validates_thresholds_and_weights():
+    from pages.tuning import profile_from_sliders, slider_values
+    from services.errors import InputError
+
+    values = slider_values(DEFAULT_PROFILE)
+    assert profile_from_sliders(values, DEFAULT_PROFILE) == DEFAULT_PROFILE
+    with pytest.raises(InputError, match="low ≤ medium ≤ high; now low 0.80, medium 0.70"):
+        profile_from_sliders(values | {"tuning.t.low": 0.8}, DEFAULT_PROFILE)
+    with pytest.raises(InputError, match="At least one weight"):
+        profile_from_sliders(values | dict.fromkeys(TOP_ONLY, 0.0), DEFAULT_PROFILE)
+
+
+def test_slider_values_keep_weight_ratios_within_the_slider_range():
+    from pages.tuning import slider_values
+
+    big = dataclasses.replace(DEFAULT_PROFILE, weights={c: 2.0 if c == "top_score" else 0.5 for c in COMPONENTS})
+    values = slider_values(big)
+    assert values["tuning.w.top_score"] == 1.0 and values["tuning.w.consensus"] == 0.25
+    assert values["tuning.t.high"] == DEFAULT_PROFILE.high
+
+
+def test_ceil_to_step_rounds_thresholds_up_onto_the_slider_grid():
+    from pages.tuning import ceil_to_step
+
+    assert ceil_to_step(0.8532) == pytest.approx(0.86)
+    assert ceil_to_step(0.9000000000000001) == pytest.approx(0.90)  # float noise is not a step
+    assert ceil_to_step(0.8999999999999999) == pytest.approx(0.90)
+    assert ceil_to_step(1.0) == 1.0
+
+
 # --- re-scoring -------------------------------------------------------------------------------
 
 def test_all_weight_on_top_score_moves_strong_top_runs_up_and_weak_top_runs_down(runs):
@@ -319,6 +351,18 @@ def test_a_non_admin_under_oidc_cannot_activate(runs):
     assert not at.exception
     assert any("only administrators may change the active weights profile" in e for e in error_texts(at))
     assert active_profile()[0].label == "default v1"
+
+
+def test_profile_names_are_never_rendered_as_markdown(runs):
+    from pages.common import as_plain
+
+    name = "**bold** <b>x</b> [link](https://x.org)"
+    save_profile(dataclasses.replace(DEFAULT_PROFILE, name=name), created_by="setup", activate=True)
+    at = open_tuning("Compare profiles")
+    label = f"{name} v1"
+    assert any(as_plain(label) in c.value for c in at.caption)  # "Deltas compare with the active profile, ..."
+    spec = next(s for s in specs(at) if s["data"][0]["type"] == "heatmap")
+    assert "&lt;b&gt;x&lt;/b&gt;" in spec["layout"]["yaxis"]["title"]["text"]
 
 
 # --- compare --------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from tests.reliability._workers import ROOT, Child, children, fresh_data_dir
 # --- SIGKILL mid-ingest ---------------------------------------------------------------------
 
 KILLED_COLLECTION = "killed"
-KILLED_DOCUMENTS = 200
+KILLED_DOCUMENTS = 160  # five ingest batches
 SMALL_CHUNKS = {"CHUNK_TOKENS": "20", "CHUNK_OVERLAP_TOKENS": "0"}  # several chunks per small file
 
 _DOCUMENT_CHUNKS = """
@@ -54,7 +54,7 @@ AND NOT EXISTS (SELECT 1 FROM bm25_postings p WHERE p.chunk_id = c.id)
 def _write_documents(root: Path) -> None:
     root.mkdir()
     for i in range(KILLED_DOCUMENTS):
-        steps = " ".join(f"Step {k} of procedure {i} turns the bleed valve {k} quarter turns." for k in range(2 + i % 3))
+        steps = " ".join(f"Step {k} of procedure {i} turns the bleed valve {k} quarter turns." for k in range(2 + i % 2))
         (root / f"procedure-{i:03d}.md").write_text(f"# Procedure {i}\n\n{steps}\n", encoding="utf-8")
 
 

@@ -106,16 +106,20 @@ def test_bad_query_and_qrels_lines_are_input_errors_naming_the_line(tmp_path):  
 
 # --- the real check: the whole SQuAD half-dev set through the CLI -----------------------
 
-def test_workbench_eval_on_squad_meets_the_quality_bar(squad_collection, squad_dir):  # type: ignore[no-untyped-def]
-    """All 2,910 judged queries, three modes, no --limit.
+EVAL_LIMIT = 1000
 
-    Measured: 3 min 47 s for the same `workbench eval` from a shell (model load included),
-    6 min 30 s inside pytest while other test sessions kept the 2-CPU machine at load 8.
-    If that is too slow, `--limit 1000` keeps hybrid nDCG@10 at 0.867 (also >= 0.85).
+
+def test_workbench_eval_on_squad_meets_the_quality_bar(squad_collection, squad_dir):  # type: ignore[no-untyped-def]
+    """The first 1,000 of the 2,910 judged queries (`--limit 1000`), three modes.
+
+    The full run took over 4 minutes in every measurement inside pytest (6.5 and 9 minutes
+    with other sessions loading the 2-CPU machine; 3 min 47 s from a quiet shell), so the
+    test uses the limit. Full-set results when measured: hybrid nDCG@10 0.884, R@100 0.999.
     """
     qrels_path = squad_dir / "qrels" / "test.tsv"
     args = ["eval", "--corpus", str(squad_dir / "corpus.jsonl"), "--queries", str(squad_dir / "queries.jsonl"),
-            "--qrels", str(qrels_path), "--modes", "bm25,dense,hybrid", "--json", "--collection", squad_collection]
+            "--qrels", str(qrels_path), "--modes", "bm25,dense,hybrid", "--json", "--collection", squad_collection,
+            "--limit", str(EVAL_LIMIT)]
     started = time.perf_counter()
     result = CliRunner().invoke(app, args)
     elapsed = time.perf_counter() - started
@@ -123,9 +127,10 @@ def test_workbench_eval_on_squad_meets_the_quality_bar(squad_collection, squad_d
     data = json.loads(result.stdout)
 
     judged = {q.query_id for q in load_queries(squad_dir / "queries.jsonl")} & set(load_qrels(qrels_path))
+    assert len(judged) > EVAL_LIMIT
     assert data["collection"] == squad_collection
-    assert data["queries"] == len(judged) > 2000
-    print(f"\nworkbench eval: {data['queries']} queries, {elapsed:.0f} s")
+    assert data["queries"] == EVAL_LIMIT
+    print(f"\nworkbench eval: {data['queries']} of {len(judged)} judged queries, {elapsed:.0f} s")
     for mode in ("bm25", "dense", "hybrid"):
         m = data["modes"][mode]
         print(f"  {mode:7} nDCG@10={m['ndcg@10']:.4f} R@100={m['recall@100']:.4f} "

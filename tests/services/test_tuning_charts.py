@@ -111,3 +111,13 @@ def test_figures_serialize_to_json():
                 charts.reliability_figure(report), charts.compare_figure(_comparison()),
                 charts.confusion_figure(_comparison())):
         assert fig.to_json()
+
+
+def test_profile_names_are_shown_literally_not_as_plotly_markup():
+    result = _comparison()
+    result["a"]["profile"] = "<a href='https://x.org'>evil</a> v1"
+    bars = charts.compare_figure(result)
+    assert bars.data[0].name == "A: &lt;a href='https://x.org'&gt;evil&lt;/a&gt; v1"
+    assert "<a" not in charts.confusion_figure(result).layout.yaxis.title.text
+    report = calibration_metrics([0.2, 0.8], [0, 1])
+    assert all("<b>" not in t.name for t in charts.reliability_figure(report, name="<b>x</b>").data)
