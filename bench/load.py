@@ -236,7 +236,7 @@ def main() -> None:
             "runs": args.runs,
             "think_ms": args.think_ms,
             "seconds": args.seconds,
-            "store": settings.database_url is None and "embedded" or "external",
+            "store": "embedded" if settings.embedded else "external",
             "load_average_1min": rounded(os.getloadavg()[0], 1),
             "machine": machine(),
             "date": today(),

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset
+from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
@@ -145,7 +145,7 @@ def main() -> None:
         ensure_store()
         stats = cached_corpus_stats()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     if stats.chunks == 0:
         st.info("The corpus is empty: there is nothing to answer from yet. Add documents or load the demo handbook.")
@@ -163,7 +163,7 @@ def main() -> None:
     try:
         run = load_run(run_id)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_run(run, user)
 
@@ -197,7 +197,7 @@ def _ask(query: str, preset: str) -> int | None:
             status.update(label=f"Answered in {run.latency_ms:,.0f} ms — {run.final_level} ({run.status})",
                           state="complete", expanded=False)
     if failure is not None:
-        st.error(str(failure))
+        show_error(failure)
         return None
     return run.run_id
 
@@ -329,7 +329,7 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
             try:
                 sent = send_to_review(int(run.run_id or 0), reviewer=user.name)
             except WorkbenchError as exc:
-                st.error(str(exc))
+                show_error(exc)
                 return
             # False: someone changed the run's status since this page loaded it; show its state now.
             st.session_state[NOTICE_KEY] = (f"Run {run.run_id} was sent to the review queue." if sent is not False

@@ -38,7 +38,7 @@ def cached_active_profile_label() -> str:
     return active_profile()[0].label
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>#|~$])")  # what can make links, images, emphasis, math
 
 
 def as_plain(text: str) -> str:
@@ -95,5 +95,5 @@ def render_sidebar() -> None:
             st.caption(f"Corpus — {stats.documents:,} documents, {stats.chunks:,} chunks")
             st.caption(f"Weights profile — {cached_active_profile_label()}")
         except WorkbenchError as exc:
-            st.error(str(exc))
+            show_error(exc)
         st.caption(f"Answers — {backend_label()}")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, current_user, ensure_store, require_sign_in
+from pages.common import cached_corpus_stats, current_user, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_admin
 from services.charts import evaluation as charts
 from services.corpus import DocumentInfo, delete_document, list_documents
@@ -89,7 +89,7 @@ def main() -> None:
     try:
         ensure_store()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     stats_area = st.container()  # filled last, so it shows the corpus after this run's ingest
     _render_upload()
@@ -98,7 +98,7 @@ def main() -> None:
         with stats_area:
             _render_stats(documents)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_documents(documents)
     _render_delete(user, documents)
@@ -122,7 +122,7 @@ def _render_upload() -> None:
             summary = ingest_files(files, on_progress=on_progress)
         except WorkbenchError as exc:
             bar.empty()
-            st.error(str(exc))
+            show_error(exc)
             return
         bar.progress(1.0, text=summary_line(summary))
         st.session_state[LAST_INGEST_KEY] = summary

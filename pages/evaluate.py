@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset
+from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
 from services.charts import evaluation as charts
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
@@ -159,7 +159,7 @@ def main() -> None:
     try:
         ensure_store()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_run_form()
     reports = st.session_state.get(REPORTS_KEY)
@@ -214,7 +214,7 @@ def _render_run_form() -> None:
     except WorkbenchError as exc:
         ingest_bar.empty()
         eval_bar.empty()
-        st.error(str(exc))
+        show_error(exc)
         return
     if outcome.ingest is None:
         ingest_bar.empty()
@@ -272,7 +272,7 @@ def _render_push(requested_by: str) -> None:
                                                                                  text=f"answered {done} of {total}"))
         except WorkbenchError as exc:
             bar.empty()
-            st.error(str(exc))
+            show_error(exc)
             return
         st.session_state[PUSHED_KEY] = run_ids
     pushed = st.session_state.get(PUSHED_KEY)

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in
+from pages.common import ensure_store, require_sign_in, show_error
 from services.charts import run as run_charts
 from services.errors import WorkbenchError
 from services.presets import PRESETS
@@ -65,7 +65,7 @@ def main() -> None:
         # Read fresh on every rerun (one grouped query): a run just asked shows up at once.
         stats = route_stats(filters)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     if stats.n_runs == 0:
         st.info("No stored runs match these filters. Widen them, or ask questions first.")
@@ -105,7 +105,7 @@ def _render_drilldown(filters: RouteFilters) -> None:
     try:
         runs = recent_runs(filters, RECENT_LIMIT)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     labels = {r.run_id: run_label(r) for r in runs}
     run_id = st.selectbox(f"Run (newest {RECENT_LIMIT} matching the filters)", list(labels), key=SELECTED_KEY,
@@ -115,7 +115,7 @@ def _render_drilldown(filters: RouteFilters) -> None:
     try:
         run = load_run(run_id)
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     st.text(f"question: {run.query}")
     st.plotly_chart(run_charts.route_figure(run), key="routes.route")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in
+from pages.common import cached_corpus_stats, ensure_store, require_sign_in, show_error
 from services.charts import confidence as charts
 from services.confidence import DEFAULT_PROFILE, score_retrieval
 from services.domain import RETRIEVAL_MODES, RetrievalResult
@@ -29,7 +29,7 @@ def main() -> None:
         ensure_store()
         stats = cached_corpus_stats()
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     cols = st.columns(3)
     cols[0].metric("Documents", f"{stats.documents:,}")
@@ -45,7 +45,7 @@ def main() -> None:
     try:
         result = search(query, default_params(mode=mode, k=k))
     except WorkbenchError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     _render_result(result)
 
