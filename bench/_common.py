@@ -335,3 +335,30 @@ def bulk_load(  # type: ignore[no-untyped-def]
         with phase("load: VACUUM ANALYZE", timings):
             conn.execute(text(f"VACUUM (ANALYZE) {', '.join(CORPUS_TABLES)}"))
     return list(chunk_ids)
+
+
+# --- CPU time, the measure that other processes on a shared machine do not inflate ---------
+
+def server_cpu_seconds(settings, data_dir: Path) -> float | None:  # type: ignore[no-untyped-def]
+    """User + system CPU seconds used so far by the embedded server (postmaster and children).
+
+    None with DATABASE_URL: the server may be on another host.
+    """
+    if not settings.embedded:
+        return None
+    import psutil
+
+    from db.embedded import postgres_pid
+
+    pid = postgres_pid(data_dir)
+    if pid is None:
+        return None
+    total = 0.0
+    postmaster = psutil.Process(pid)
+    for process in [postmaster, *postmaster.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue  # exited meanwhile
+        total += times.user + times.system
+    return total

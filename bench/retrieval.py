@@ -44,6 +44,7 @@ from bench._common import (  # noqa: E402
     phase,
     reset_collection,
     rounded,
+    server_cpu_seconds,
     shutdown_store,
     squad_paragraphs,
     squad_questions,
@@ -87,7 +88,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ingest-docs", type=int, default=300, help="SQuAD paragraphs for the ingest ratio")
     parser.add_argument("--passes", type=int, default=3, help="passes over the queries per mode (default 3)")
     parser.add_argument("--confidence-reps", type=int, default=200, help="repetitions per query for confidence_ms")
-    parser.add_argument("--ingest-rounds", type=int, default=3, help="ingest / bare-encode rounds (fastest counts)")
+    parser.add_argument("--ingest-rounds", type=int, default=2, help="ingest / bare-encode rounds (fastest counts)")
     parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE even when targets are met")
     parser.add_argument("--keep", action="store_true", help="keep the data dir (or the bench collections)")
     args = parser.parse_args(argv)
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     warm, timed = slice(0, WARMUP_QUERIES), slice(WARMUP_QUERIES, None)
     latencies: dict[str, list[float]] = {}
     best_of: dict[str, list[float]] = {}
+    cpu_ms: dict[str, float | None] = {}
     results: dict[str, list[Any]] = {}
     load_before = os.getloadavg()[0]
     gc.collect()
@@ -135,13 +137,16 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     for mode in ("hybrid", "bm25", "dense"):
         with phase(f"time {mode} search x {len(queries[timed])}", timings):
             _time_mode(settings, mode, queries[warm], query_vectors[warm])
-            latencies[mode], results[mode] = _time_mode(settings, mode, queries[timed], query_vectors[timed])
-            passes = [latencies[mode]]
+            latencies[mode], results[mode], cpu = _time_mode(settings, mode, queries[timed], query_vectors[timed])
+            passes, cpus = [latencies[mode]], [cpu]
             for _ in range(args.passes - 1):
-                passes.append(_time_mode(settings, mode, queries[timed], query_vectors[timed])[0])
+                more, _, cpu = _time_mode(settings, mode, queries[timed], query_vectors[timed])
+                passes.append(more)
+                cpus.append(cpu)
             best_of[mode] = [min(samples) for samples in zip(*passes, strict=True)]
+            cpu_ms[mode] = None if None in cpus else sum(cpus) / len(cpus)  # type: ignore[arg-type]
         log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms; "
-            f"best of {args.passes} p50 {median(best_of[mode]):.2f} ms")
+            f"best of {args.passes} p50 {median(best_of[mode]):.2f} ms; CPU per query {cpu_ms[mode] or float('nan'):.2f} ms")
     gc.unfreeze()
     load_after = os.getloadavg()[0]
 
@@ -153,7 +158,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     with phase("rank-bm25 reference (build + time)", timings):
         reference = _compare_rank_bm25(settings, texts, chunk_ids, queries[timed], results["bm25"])
     with phase("confidence scoring", timings):
-        confidence_ms = _time_confidence(results["hybrid"], args.confidence_reps)
+        confidence = _time_confidence(results["hybrid"], args.confidence_reps)
     with phase(f"ingest ratio ({args.ingest_docs} SQuAD paragraphs, real model)", timings):
         ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs], args.ingest_rounds)
 
@@ -164,7 +169,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "hybrid_p95_ms": rounded(percentile(latencies["hybrid"], 95), 2),
         "bm25_speedup_vs_rank_bm25": rounded(reference["rank_bm25_p50_ms"] / bm25_p50, 1),
         "bm25_top10_agreement": rounded(reference["agreement"], 4),
-        "confidence_ms": rounded(confidence_ms[0], 4),
+        "confidence_ms": rounded(confidence["p50"], 4),
         "ingest_ratio": rounded(ingest["ratio"], 3),
         "bm25_p50_ms": rounded(bm25_p50, 2),
         "bm25_p95_ms": rounded(percentile(latencies["bm25"], 95), 2),
@@ -174,15 +179,24 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         f"hybrid_p50_ms_best_of_{args.passes}": rounded(median(best_of["hybrid"]), 2),
         f"bm25_p50_ms_best_of_{args.passes}": rounded(median(best_of["bm25"]), 2),
         f"dense_p50_ms_best_of_{args.passes}": rounded(median(best_of["dense"]), 2),
+        "hybrid_cpu_ms_mean": _opt_round(cpu_ms["hybrid"]),
+        "bm25_cpu_ms_mean": _opt_round(cpu_ms["bm25"]),
+        "dense_cpu_ms_mean": _opt_round(cpu_ms["dense"]),
+        "rank_bm25_cpu_ms_mean": rounded(reference["rank_bm25_cpu_ms_mean"], 1),
+        "bm25_speedup_vs_rank_bm25_cpu": (None if cpu_ms["bm25"] is None
+                                          else rounded(reference["rank_bm25_cpu_ms_mean"] / cpu_ms["bm25"], 1)),
         "bm25_max_abs_score_diff": reference["max_abs_diff"],
-        "confidence_p95_ms": rounded(confidence_ms[1], 4),
+        "confidence_p95_ms": rounded(confidence["p95"], 4),
+        "confidence_cpu_ms": rounded(confidence["cpu_p50"], 4),
         "n_queries": len(latencies["hybrid"]),
         "dense_vectors": f"stand-in TF-IDF+SVD {settings.embedding_dim}-d (not {settings.embedding_model})",
         "ingest": ingest["detail"],
         "store": store,
         "timing": "wall time of search_in_session per query in one read session, query vector precomputed; "
                   f"{WARMUP_QUERIES} other queries warm up each mode; p50/p95 from the first pass over the "
-                  f"queries, best_of = per-query minimum over {args.passes} passes (robust to CPU contention)",
+                  f"queries, best_of = per-query minimum over {args.passes} passes; *_cpu_ms_mean = CPU seconds "
+                  "of this process + the embedded server per query (what an idle machine would take, "
+                  "as the data is in memory), unaffected by other processes",
         "load_avg_1m_during_timing": [round(load_before, 2), round(load_after, 2)],
         "machine": machine(),
         "date": today(),
@@ -196,6 +210,10 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     return out
 
 
+def _opt_round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else rounded(value, digits)
+
+
 def _sample_queries(n: int) -> list[str]:
     """A seeded sample of SQuAD questions (answerable and not), with spares for zero vectors."""
     questions = [q["text"] for q in squad_questions()]
@@ -203,18 +221,26 @@ def _sample_queries(n: int) -> list[str]:
 
 
 def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  # type: ignore[no-untyped-def]
+    """Wall ms per query, the results, and CPU ms per query (client + server; None if unknown)."""
     from services.retrieval import default_params, search_in_session
     from services.store import transaction
 
     params = default_params(settings, mode=mode, k=10, collection=COLLECTION)
     latencies, results = [], []
     with transaction(settings) as session:
+        server_before = server_cpu_seconds(settings, settings.workbench_data_dir)
+        client_before = time.process_time()
         for query, vector in zip(queries, vectors, strict=True):
             started = time.perf_counter()
             result = search_in_session(query, params, session=session, settings=settings, query_vector=vector)
             latencies.append((time.perf_counter() - started) * 1000)
             results.append(result)
-    return latencies, results
+        client = time.process_time() - client_before
+        server_after = server_cpu_seconds(settings, settings.workbench_data_dir)
+    cpu_ms = None
+    if server_before is not None and server_after is not None:
+        cpu_ms = (client + server_after - server_before) * 1000 / len(queries)
+    return latencies, results, cpu_ms
 
 
 def _store_facts(settings) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -291,6 +317,7 @@ def _compare_rank_bm25(settings, texts: list[str], chunk_ids: list[int], queries
     log(f"  rank-bm25 index built over {reference.corpus_size:,} chunks")
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
     times, agreements, max_diff = [], [], 0.0
+    cpu_before = time.process_time()
     for query, result in zip(queries, ours, strict=True):
         terms = tokenize(query)
         started = time.perf_counter()
@@ -302,13 +329,15 @@ def _compare_rank_bm25(settings, texts: list[str], chunk_ids: list[int], queries
         agreements.append(len(reference_top & our_top) / max(len(reference_top), len(our_top), 1))
         for hit in result.hits:
             max_diff = max(max_diff, abs(hit.bm25_score - scores[index_of[hit.chunk_id]]))
+    cpu_ms = (time.process_time() - cpu_before) * 1000 / len(queries)  # includes the cheap comparison
     log(f"  rank-bm25 p50 {median(times):.1f} ms; top-10 agreement {np.mean(agreements):.4f}; "
         f"max |score diff| {max_diff:.2e}")
-    return {"rank_bm25_p50_ms": median(times), "agreement": float(np.mean(agreements)), "max_abs_diff": max_diff}
+    return {"rank_bm25_p50_ms": median(times), "rank_bm25_cpu_ms_mean": cpu_ms,
+            "agreement": float(np.mean(agreements)), "max_abs_diff": max_diff}
 
 
-def _time_confidence(results: list[Any], reps: int) -> tuple[float, float]:
-    """Median and p95 over queries of one score_retrieval call, in ms.
+def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
+    """Median and p95 over queries of one score_retrieval call, in ms (wall and CPU).
 
     Per query: `reps` calls in 5 blocks; the fastest block's mean counts, so a block in
     which another process took the CPU does not.
@@ -318,25 +347,28 @@ def _time_confidence(results: list[Any], reps: int) -> tuple[float, float]:
     for result in results[:5]:
         score_retrieval(result)
     block = max(1, reps // 5)
-    per_query = []
+    wall, cpu = [], []
     for result in results:
-        blocks = []
+        wall_blocks, cpu_blocks = [], []
         for _ in range(5):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(block):
                 score_retrieval(result)
-            blocks.append((time.perf_counter() - started) * 1000 / block)
-        per_query.append(min(blocks))
-    log(f"  score_retrieval: median {median(per_query):.4f} ms, p95 {percentile(per_query, 95):.4f} ms")
-    return median(per_query), percentile(per_query, 95)
+            wall_blocks.append((time.perf_counter() - started) * 1000 / block)
+            cpu_blocks.append((time.process_time() - cpu_started) * 1000 / block)
+        wall.append(min(wall_blocks))
+        cpu.append(min(cpu_blocks))
+    log(f"  score_retrieval: median {median(wall):.4f} ms, p95 {percentile(wall, 95):.4f} ms; "
+        f"CPU median {median(cpu):.4f} ms")
+    return {"p50": median(wall), "p95": percentile(wall, 95), "cpu_p50": median(cpu)}
 
 
 def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Ingest throughput / bare encode throughput on the very chunk texts ingest produced.
 
-    Rounds interleave ingest (into a fresh collection), bare encode and encode in ingest's
-    per-batch calls; the fastest of each counts, which filters out CPU taken by other
-    processes on a shared machine.
+    Rounds interleave ingest (into a fresh collection) and bare encode; the fastest of each
+    counts, which filters out CPU taken by other processes on a shared machine. The first
+    round also encodes in ingest's per-batch calls, to tell batching from the rest.
     """
     from sqlalchemy import text
 
@@ -377,12 +409,13 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
         started = time.perf_counter()
         embedding.encode(model_name, chunk_texts, batch_size=batch_size)
         encode_runs.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        for batch in batches:  # what ingest's encode calls see: one call per document batch
-            embedding.encode(model_name, batch, batch_size=batch_size)
-        batched_runs.append(time.perf_counter() - started)
-        log(f"  round {round_ + 1}: ingest {ingest_runs[-1]:.2f} s, bare encode {encode_runs[-1]:.2f} s, "
-            f"encode in ingest-sized calls {batched_runs[-1]:.2f} s")
+        if round_ == 0:  # diagnostic, once: what ingest's encode calls see (one per document batch)
+            started = time.perf_counter()
+            for batch in batches:
+                embedding.encode(model_name, batch, batch_size=batch_size)
+            batched_runs.append(time.perf_counter() - started)
+        log(f"  round {round_ + 1}: ingest {ingest_runs[-1]:.2f} s, bare encode {encode_runs[-1]:.2f} s"
+            + (f", encode in ingest-sized calls {batched_runs[0]:.2f} s" if round_ == 0 else ""))
 
     started = time.perf_counter()
     for doc in docs:
@@ -398,7 +431,7 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
         "documents": len(docs), "chunks": n, "rounds": rounds,
         "ingest_s": round(ingest_s, 2), "ingest_chunks_per_s": round(n / ingest_s, 1),
         "encode_s": round(encode_s, 2), "encode_chunks_per_s": round(n / encode_s, 1),
-        "encode_in_ingest_sized_calls_s": round(min(batched_runs), 2), "chunking_s": round(chunking_s, 2),
+        "encode_in_ingest_sized_calls_s": round(batched_runs[0], 2), "chunking_s": round(chunking_s, 2),
         "runs_s": {"ingest": [round(x, 2) for x in ingest_runs], "encode": [round(x, 2) for x in encode_runs],
                    "encode_in_ingest_sized_calls": [round(x, 2) for x in batched_runs]},
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],

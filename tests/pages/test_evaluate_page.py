@@ -11,6 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from pages.common import as_plain
 from services.confidence import WeightsProfile
 from services.corpus import list_documents
 from services.evaluation import EvalQuery, evaluate, load_qrels, load_queries, queue_evaluation_runs
@@ -143,7 +144,7 @@ def test_bad_inputs_show_errors_not_tracebacks(beir, tmp_path):  # type: ignore[
     at.text_input(key="evaluate.queries_path").input(str(beir["queries"]))
     at.text_input(key="evaluate.qrels_path").input(str(tmp_path / "missing.tsv"))
     at.button(key="evaluate.run").click().run()
-    assert not at.exception and at.error[0].value == f"qrels.tsv: no file at {tmp_path / 'missing.tsv'}"
+    assert not at.exception and at.error[0].value == as_plain(f"qrels.tsv: no file at {tmp_path / 'missing.tsv'}")
 
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes('{"_id": "q1", "text": "caf\u00e9"}\n'.encode("latin-1"))
