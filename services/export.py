@@ -30,6 +30,7 @@ from services.confidence import COMPONENTS
 from services.errors import InputError
 from services.runs import STATUSES
 from services.store import transaction
+from services.text import require_storable
 
 VERDICTS = ("approved", "flagged", "corrected")
 DATE_FIELDS = ("created", "reviewed")
@@ -76,6 +77,8 @@ class ExportFilters:
             raise InputError(f"unknown status {', '.join(map(repr, unknown))}; use one of: {', '.join(STATUSES)}")
         if self.verdict is not None and self.verdict not in VERDICTS:
             raise InputError(f"unknown verdict {self.verdict!r}; use one of: {', '.join(VERDICTS)}")
+        for name in ("reviewer", "profile", "collection"):
+            require_storable(getattr(self, name), f"the {name} filter")
         if self.date_field not in DATE_FIELDS:
             raise InputError(f"unknown date field {self.date_field!r}; use one of: {', '.join(DATE_FIELDS)}")
         for name in ("since", "until"):

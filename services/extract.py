@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -15,6 +16,8 @@ from typing import Any
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
 from bs4.exceptions import ParserRejectedMarkup
 from pypdf import PdfReader
+
+from services.text import unstorable_char
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl")
 DEFAULT_MAX_BYTES = 20_000_000
@@ -29,6 +32,9 @@ _BLOCK_TAGS = frozenset(
 )
 _MD_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# Document ids sit in a unique btree index, whose rows PostgreSQL caps at about 2,700 bytes.
+MAX_ID_BYTES = 2_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,12 @@ def _parse_path(name: str, path: Path, max_bytes: int) -> ParsedFile:
 
 
 def _precheck(name: str, size: int, max_bytes: int) -> str | None:
+    # The name is the document id: it must be storable (a name read from disk may hold
+    # undecodable bytes, which Python keeps as unpaired surrogates).
+    if (problem := unstorable_char(name)) is not None:
+        return f"the file name contains {problem}; rename the file"
+    if len(name.encode()) > MAX_ID_BYTES:
+        return f"the file name is {len(name.encode()):,} bytes long, over the {MAX_ID_BYTES:,}-byte limit; shorten it"
     suffix = PurePosixPath(name).suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         shown = f"'{suffix}'" if suffix else "(no extension)"
@@ -215,8 +227,8 @@ def _pdf_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not _opens_without_password(reader):
             raise _Skip("encrypted PDF; save a copy without a password and upload that")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        title = str((reader.metadata.title if reader.metadata else None) or "").strip()
+        pages = [_storable_pdf_text(page.extract_text() or "") for page in reader.pages]
+        title = _storable_pdf_text(str((reader.metadata.title if reader.metadata else None) or "")).strip()
     except _Skip:
         raise
     except Exception as exc:  # noqa: BLE001 - pypdf raises many types on malformed files
@@ -225,6 +237,12 @@ def _pdf_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
     if not body:
         raise _Skip("no extractable text (scanned PDF? run OCR first)")
     return title, body, {"format": "pdf", "pages": len(pages)}
+
+
+def _storable_pdf_text(text: str) -> str:
+    """Extracted PDF text without what the store cannot hold: NULs (an extraction artefact) are
+    dropped, unpaired surrogates become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
 
 
 def _opens_without_password(reader: PdfReader) -> bool:
@@ -279,7 +297,33 @@ def _jsonl_record(line: str) -> tuple[str, str, str, dict[str, Any]]:
             raise _Skip(f'"{key}" must be {expected}, not {_json_type(value)}')
     if not str(doc_id).strip() or not body.strip():
         raise _Skip(f'empty "{"text" if str(doc_id).strip() else "_id"}"')
+    if (problem := _unstorable({"_id": doc_id, "text": body, "title": title, "metadata": extra})) is not None:
+        raise _Skip(problem)
+    if len(str(doc_id).encode()) > MAX_ID_BYTES:
+        raise _Skip(f'"_id" is {len(str(doc_id).encode()):,} bytes long, over the {MAX_ID_BYTES:,}-byte limit')
     return str(doc_id), title.strip(), body, extra
+
+
+def _unstorable(fields: dict[str, Any]) -> str | None:
+    """Why a record cannot be stored as given: a NUL or unpaired surrogate in any string (keys
+    included), or NaN / Infinity, which jsonb has no way to hold. Iterative: metadata nests deep."""
+    for key, value in fields.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            problem = None
+            if isinstance(item, str):
+                problem = unstorable_char(item)
+            elif isinstance(item, float) and not math.isfinite(item):
+                problem = f"the number {item}, which JSON storage cannot hold"
+            elif isinstance(item, dict):
+                stack.extend(item)
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            if problem is not None:
+                return f'"{key}" contains {problem}; remove it'
+    return None
 
 
 def _json_type(value: object) -> str:

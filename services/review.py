@@ -13,6 +13,7 @@ from db.models import ReviewHistory
 from db.models import Run as RunRow
 from services.errors import ConflictError, InputError, NotFoundError
 from services.store import transaction
+from services.text import require_storable
 
 ACTIONS = {"approve": "approved", "flag": "flagged", "correct": "corrected"}
 FLAG_REASONS = (
@@ -25,6 +26,7 @@ FLAG_REASONS = (
 )
 MAX_COMMENT_CHARS = 5_000
 MAX_ANSWER_CHARS = 20_000
+_MAX_ID = 2**63 - 1  # runs.id is a bigint
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ def _validate(action: str, reviewer: str, comment: str, flag_reason: str | None,
             raise InputError("a correction needs the corrected answer text")
         if len(corrected_answer) > MAX_ANSWER_CHARS:
             raise InputError(f"the corrected answer is over {MAX_ANSWER_CHARS:,} characters")
+    for value, what in ((reviewer, "the reviewer name"), (comment, "the comment"), (corrected_answer, "the corrected answer")):
+        require_storable(value, what)
 
 
 # The CTE locks the row only if it is still at the version the reviewer saw; a concurrent
@@ -90,6 +94,8 @@ def submit_review(
     the same version exactly one lands; the other is told what changed, nothing is lost.
     """
     _validate(action, reviewer, comment, flag_reason, corrected_answer)
+    if not 0 < run_id <= _MAX_ID:
+        raise NotFoundError(f"run {run_id} does not exist")
     now = datetime.now(UTC)
     reviewer = reviewer.strip()
     with transaction() as session:

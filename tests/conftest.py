@@ -80,7 +80,13 @@ def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped
 
 
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    import pgserver
+
     from services.store import dispose_engines
 
     dispose_engines()
+    # Stop the session's server (if we are its last user) before its data dir goes away.
+    server = pgserver.PostgresServer._instances.get((_DATA_DIR / "pgdata").resolve())
+    if server is not None:
+        server.cleanup()
     shutil.rmtree(_DATA_DIR, ignore_errors=True)

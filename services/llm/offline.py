@@ -202,7 +202,7 @@ class OfflineBackend(AnswerBackend):
         return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
     def _grade(self, query: str, answer: str) -> Grade:
-        plain = strip_markers(answer)
+        plain = " ".join(answer_sentences(answer))  # as reflect reads it: its embedding is cached
         terms = lex.query_terms(query)
         coverage = lex.coverage(terms, plain) if plain else 0.0
         relevance = self._relevance(query, plain)
