@@ -102,6 +102,8 @@ def parse_when(value: str, *, end: bool = False) -> datetime:
             return datetime.fromisoformat(value)
         except ValueError as exc:
             raise InputError(f"{value!r} is not an ISO date (2025-05-31) or datetime (2025-05-31T14:00:00+00:00)") from exc
+    if end and day == date.max:  # the day after it is past what a datetime can hold
+        return datetime.max.replace(tzinfo=UTC)
     return datetime.combine(day + timedelta(days=1 if end else 0), time(), UTC)
 
 
@@ -121,7 +123,7 @@ SELECT id, query, final_answer, corrected_answer, citations, components, retriev
 FROM runs
 WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:verdict AS text) IS NULL OR status = :verdict)
-  AND (CAST(:reviewer AS text) IS NULL OR reviewer = :reviewer)
+  AND {reviewer_clause}
   AND (CAST(:profile AS text) IS NULL OR weights_profile = :profile)
   AND (CAST(:collection AS text) IS NULL OR collection = :collection)
   AND (CAST(:since AS timestamptz) IS NULL
@@ -154,7 +156,8 @@ def export_records(filters: ExportFilters = ExportFilters(), *, calibrate: Calla
             # make a run's status disagree with its history.
             own.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             return export_records(filters, calibrate=calibrate, session=own)
-    runs = session.execute(text(_RUNS_SQL), {
+    reviewer_clause = "TRUE" if filters.reviewer is None else f"reviewer = '{filters.reviewer}'"
+    runs = session.execute(text(_RUNS_SQL.replace("{reviewer_clause}", reviewer_clause)), {
         "statuses": list(filters.statuses), "verdict": filters.verdict, "reviewer": filters.reviewer,
         "profile": filters.profile, "collection": filters.collection, "since": filters.since, "until": filters.until,
         "by_reviewed": filters.date_field == "reviewed",

@@ -34,7 +34,7 @@ _MD_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 # Document ids sit in a unique btree index, whose rows PostgreSQL caps at about 2,700 bytes.
 MAX_ID_BYTES = 2_000
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from services.text import tokenize
 
 # Control characters, and unpaired surrogates (undecodable bytes in a command-line argument),
 # which the embedding tokenizer and the store both refuse.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ STOPWORDS = frozenset(
 # which would otherwise fail the whole ingest.
 MAX_TERM_CHARS = 200
 # PostgreSQL text and jsonb cannot hold NUL, and an unpaired surrogate has no UTF-8 form.
-_UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE_CHAR = re.compile(r"[\x00\ud800-\udfff]")
 
 
 @lru_cache(maxsize=200_000)

@@ -331,7 +331,7 @@ class AnthropicBackend(AnswerBackend):
             result = parse(data)
         except anthropic.AnthropicError as exc:
             kind, message = _describe_api_error(exc, operation, self._timeout_s, self._max_retries)
-            raise self._failed(record, started, tokens, kind, message) from exc
+            raise self._failed(record, started, tokens, kind, message) from self._scrubbed(exc)
         except _Refused as exc:
             raise self._failed(record, started, tokens, "refusal",
                                f"Claude declined the {operation} request: {exc}") from exc
@@ -351,6 +351,14 @@ class AnthropicBackend(AnswerBackend):
     def _revalidate(data: dict[str, Any], tool: _Tool) -> dict[str, Any]:
         _check(data, tool.schema, "input")
         return data
+
+    def _scrubbed(self, exc: anthropic.AnthropicError) -> anthropic.AnthropicError:
+        """The SDK error with the API key taken out of its text: a logged traceback prints the
+        cause too, and an error body may echo the key back."""
+        exc.args = tuple(a.replace(self._api_key, "[redacted]") if isinstance(a, str) else a for a in exc.args)
+        if isinstance(getattr(exc, "message", None), str):
+            exc.message = exc.message.replace(self._api_key, "[redacted]")  # type: ignore[attr-defined]
+        return exc
 
     def _failed(self, record: Callable[..., LLMCall], started: float, tokens: tuple[int, int], kind: str,
                 message: str) -> LLMError:

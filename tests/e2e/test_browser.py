@@ -84,7 +84,7 @@ def server(corpus, tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture()
-def page(tmp_path):  # type: ignore[no-untyped-def]
+def tab(tmp_path):  # type: ignore[no-untyped-def]
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
@@ -112,12 +112,13 @@ def _assert_not_blank(path: Path) -> None:
     assert ImageStat.Stat(image).stddev[0] > 5, f"{path} looks blank"
 
 
-def test_ask_approve_export_in_a_real_browser(server, page, tmp_path):  # type: ignore[no-untyped-def]
+def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
+    page = tab  # type: ignore[no-untyped-def]
     page.goto(server)
     _settle(page, "Ask")
-    page.get_by_label("Reviewer").fill("e2e reviewer")
-    page.get_by_label("Reviewer").press("Enter")
-    page.get_by_label("Question").fill(XSS_QUESTION)
+    page.get_by_role("textbox", name="Reviewer").fill("e2e reviewer")
+    page.get_by_role("textbox", name="Reviewer").press("Enter")
+    page.get_by_role("textbox", name="Question").fill(XSS_QUESTION)
     page.get_by_role("button", name="Ask").click()
     page.locator(".js-plotly-plot").nth(1).wait_for()  # gauge and breakdown are drawn
     _settle(page, "Ask")
@@ -127,6 +128,9 @@ def test_ask_approve_export_in_a_real_browser(server, page, tmp_path):  # type: 
     assert page.evaluate("() => window.__xss") is None and page.dialogs == []
 
     page.goto(f"{server}/review")
+    _settle(page, "Review queue")
+    page.get_by_role("combobox", name="Open run").click()
+    page.get_by_role("option").filter(has_text="#").first.click()
     _settle(page, "Review queue")
     page.get_by_role("button", name="Approve").click()
     page.get_by_text(re.compile("approved", re.I)).first.wait_for()

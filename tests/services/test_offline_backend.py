@@ -120,6 +120,8 @@ def test_extracted_sentence_is_supported_and_invented_one_is_not(backend, corpus
     assert reflection.sentence_support[1] < 0.4
     assert reflection.hallucination_detected and not reflection.answer_grounded
     assert reflection.sources_cited == ("1", "2")
+    assert reflection.reflection_reason.startswith("sentence 2 is weakly supported")
+    assert reflection.needs_regeneration and reflection.reflection_score <= 0.75  # never approved
     assert reflection.reflection_score < grounded.reflection_score
 
 
