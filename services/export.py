@@ -123,7 +123,7 @@ SELECT id, query, final_answer, corrected_answer, citations, components, retriev
 FROM runs
 WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:verdict AS text) IS NULL OR status = :verdict)
-  AND {reviewer_clause}
+  AND (CAST(:reviewer AS text) IS NULL OR reviewer = :reviewer)
   AND (CAST(:profile AS text) IS NULL OR weights_profile = :profile)
   AND (CAST(:collection AS text) IS NULL OR collection = :collection)
   AND (CAST(:since AS timestamptz) IS NULL
@@ -156,8 +156,7 @@ def export_records(filters: ExportFilters = ExportFilters(), *, calibrate: Calla
             # make a run's status disagree with its history.
             own.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             return export_records(filters, calibrate=calibrate, session=own)
-    reviewer_clause = "TRUE" if filters.reviewer is None else f"reviewer = '{filters.reviewer}'"
-    runs = session.execute(text(_RUNS_SQL.replace("{reviewer_clause}", reviewer_clause)), {
+    runs = session.execute(text(_RUNS_SQL), {
         "statuses": list(filters.statuses), "verdict": filters.verdict, "reviewer": filters.reviewer,
         "profile": filters.profile, "collection": filters.collection, "since": filters.since, "until": filters.until,
         "by_reviewed": filters.date_field == "reviewed",

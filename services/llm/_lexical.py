@@ -285,7 +285,7 @@ def refine(query: str, feedback: str, max_chars: int = 300) -> str:
         if label.lower() == "prf":
             prf.extend(body.replace(",", " ").split())
         else:
-            gaps.extend(p.strip() for p in re.split(r"[,;]", body))
+            gaps.extend(p.strip().strip("'\"‘’“”") for p in re.split(r"[,;]", body))
     gaps.extend(m.group(1).strip() for m in _BULLET.finditer(feedback))
     query_stems = stems(query)
     added: list[str] = []

@@ -143,7 +143,7 @@ def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
     page.get_by_text("jsonl", exact=True).click()
     _settle(page, "Export reviewed answers")
     with page.expect_download() as download_info:
-        page.get_by_role("button", name=re.compile("Download")).click()
+        page.get_by_role("button", name=re.compile(r"Download .* as jsonl")).click()
     exported = Path(download_info.value.path()).read_text(encoding="utf-8")
     page.screenshot(path=tmp_path / "export.png", full_page=True)
     _assert_not_blank(tmp_path / "export.png")

@@ -190,6 +190,9 @@ def test_refine_query_adds_gap_and_prf_terms(backend, corpus_hits) -> None:  # t
     assert backend.refine_query(query, "gaps: quick master, witness marks") == query + " quick master witness marks"
     assert len(backend.refine_query(query, "prf: " + " ".join(f"term{i}" for i in range(200)))) <= 300
     assert backend.refine_query(query, "") == query
+    # The pipeline's shape: reason, then "missing:" with repr()-quoted gaps, then "prf:".
+    pipeline_feedback = "sentence 2 is weakly supported (0.31)\nmissing: 'PROFINET', \"operator's panel\"\nprf: fieldbus"
+    assert backend.refine_query(query, pipeline_feedback) == query + " PROFINET operator's panel fieldbus"
 
 
 @pytest.mark.parametrize(("query", "expected"), [
