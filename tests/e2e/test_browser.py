@@ -127,13 +127,16 @@ def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
     assert page.get_by_text("<script>window.__xss=1</script>", exact=False).count() >= 1  # shown as text
     assert page.evaluate("() => window.__xss") is None and page.dialogs == []
 
-    page.goto(f"{server}/review")
+    page.goto(f"{server}/review")  # a new browser session: the reviewer name is entered again
+    _settle(page, "Review queue")
+    page.get_by_role("textbox", name="Reviewer").fill("e2e reviewer")
+    page.get_by_role("textbox", name="Reviewer").press("Enter")
     _settle(page, "Review queue")
     page.get_by_role("combobox", name="Open run").click()
     page.get_by_role("option").filter(has_text="#").first.click()
     _settle(page, "Review queue")
     page.get_by_role("button", name="Approve").click()
-    page.get_by_text(re.compile("approved", re.I)).first.wait_for()
+    page.get_by_text(re.compile(r"Saved: run \d+ is now approved")).wait_for()
     _settle(page, "Review queue")
     page.screenshot(path=tmp_path / "review.png", full_page=True)
     _assert_not_blank(tmp_path / "review.png")
