@@ -88,7 +88,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ingest-docs", type=int, default=300, help="SQuAD paragraphs for the ingest ratio")
     parser.add_argument("--passes", type=int, default=3, help="passes over the queries per mode (default 3)")
     parser.add_argument("--confidence-reps", type=int, default=200, help="repetitions per query for confidence_ms")
-    parser.add_argument("--ingest-rounds", type=int, default=2, help="ingest / bare-encode rounds (fastest counts)")
+    parser.add_argument("--ingest-rounds", type=int, default=4,
+                        help="back-to-back ingest / bare-encode rounds; the median ratio counts (default 4)")
     parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE even when targets are met")
     parser.add_argument("--keep", action="store_true", help="keep the data dir (or the bench collections)")
     args = parser.parse_args(argv)
@@ -366,9 +367,10 @@ def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
 def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Ingest throughput / bare encode throughput on the very chunk texts ingest produced.
 
-    Rounds interleave ingest (into a fresh collection) and bare encode; the fastest of each
-    counts, which filters out CPU taken by other processes on a shared machine. The first
-    round also encodes in ingest's per-batch calls, to tell batching from the rest.
+    Each round times one ingest (into a fresh collection) and one bare encode back to back,
+    alternating which goes first (ABBA), and gives one ratio; the median round counts. On a
+    shared machine the load drifts, so only measurements taken side by side are compared.
+    The first round also encodes in ingest's per-batch calls, to tell batching from the rest.
     """
     from sqlalchemy import text
 
@@ -384,38 +386,45 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     count_tokens = embedding.token_counter(model_name)
     embedding.encode(model_name, [indexed_text(d.title, d.text) for d in docs[:64]], batch_size=batch_size)
 
-    load_before = os.getloadavg()[0]
-    ingest_runs: list[float] = []
-    encode_runs: list[float] = []
-    batched_runs: list[float] = []
-    chunk_texts: list[str] = []
-    batches: list[list[str]] = []
-    for round_ in range(rounds):
+    def timed_ingest() -> float:
         with transaction(settings) as session:
             reset_collection(session, INGEST_COLLECTION)
         started = time.perf_counter()
         summary = ingest_documents(docs, collection=INGEST_COLLECTION, settings=settings)
-        ingest_runs.append(time.perf_counter() - started)
-        if not chunk_texts:
-            with transaction(settings) as session:
-                rows = session.execute(text(_INGESTED_TEXTS), {"name": INGEST_COLLECTION}).all()
-            chunk_texts = [indexed_text(title, body) for _, title, body in rows]
-            by_document: dict[str, list[str]] = {}
-            for external_id, title, body in rows:
-                by_document.setdefault(external_id, []).append(indexed_text(title, body))
-            batches = [[t for d in docs[i:i + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
-                       for i in range(0, len(docs), BATCH_DOCUMENTS)]
-        assert len(chunk_texts) == summary.chunks_added, (len(chunk_texts), summary.chunks_added)
+        seconds = time.perf_counter() - started
+        if chunk_texts:
+            assert summary.chunks_added == len(chunk_texts), (summary.chunks_added, len(chunk_texts))
+        return seconds
+
+    def timed_encode(groups: list[list[str]]) -> float:
         started = time.perf_counter()
-        embedding.encode(model_name, chunk_texts, batch_size=batch_size)
-        encode_runs.append(time.perf_counter() - started)
-        if round_ == 0:  # diagnostic, once: what ingest's encode calls see (one per document batch)
-            started = time.perf_counter()
-            for batch in batches:
-                embedding.encode(model_name, batch, batch_size=batch_size)
-            batched_runs.append(time.perf_counter() - started)
-        log(f"  round {round_ + 1}: ingest {ingest_runs[-1]:.2f} s, bare encode {encode_runs[-1]:.2f} s"
-            + (f", encode in ingest-sized calls {batched_runs[0]:.2f} s" if round_ == 0 else ""))
+        for group in groups:
+            embedding.encode(model_name, group, batch_size=batch_size)
+        return time.perf_counter() - started
+
+    load_before = os.getloadavg()[0]
+    chunk_texts: list[str] = []
+    ingest_runs: list[float] = [timed_ingest()]
+    with transaction(settings) as session:
+        rows = session.execute(text(_INGESTED_TEXTS), {"name": INGEST_COLLECTION}).all()
+    chunk_texts = [indexed_text(title, body) for _, title, body in rows]
+    by_document: dict[str, list[str]] = {}
+    for external_id, title, body in rows:
+        by_document.setdefault(external_id, []).append(indexed_text(title, body))
+    encode_runs: list[float] = [timed_encode([chunk_texts])]
+    # What ingest's encode calls see: one call per document batch.
+    batched_s = timed_encode([[t for d in docs[i:i + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
+                              for i in range(0, len(docs), BATCH_DOCUMENTS)])
+    log(f"  round 1: ingest {ingest_runs[0]:.2f} s, bare encode {encode_runs[0]:.2f} s, "
+        f"encode in ingest-sized calls {batched_s:.2f} s")
+    for round_ in range(1, rounds):
+        if round_ % 2:
+            encode_runs.append(timed_encode([chunk_texts]))
+            ingest_runs.append(timed_ingest())
+        else:
+            ingest_runs.append(timed_ingest())
+            encode_runs.append(timed_encode([chunk_texts]))
+        log(f"  round {round_ + 1}: ingest {ingest_runs[-1]:.2f} s, bare encode {encode_runs[-1]:.2f} s")
 
     started = time.perf_counter()
     for doc in docs:
@@ -423,19 +432,20 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
                    overlap_tokens=settings.chunk_overlap_tokens)
     chunking_s = time.perf_counter() - started
 
-    n, ingest_s, encode_s = len(chunk_texts), min(ingest_runs), min(encode_runs)
-    ratio = (n / ingest_s) / (n / encode_s)
-    log(f"  {len(docs)} docs -> {n} chunks: ingest {n / ingest_s:.1f} chunks/s, bare encode {n / encode_s:.1f} "
-        f"chunks/s, ratio {ratio:.3f}")
+    n = len(chunk_texts)
+    ratios = [e / i for e, i in zip(encode_runs, ingest_runs, strict=True)]
+    ratio = median(ratios)
+    log(f"  {len(docs)} docs -> {n} chunks: per-round ratios {', '.join(f'{r:.3f}' for r in ratios)}; "
+        f"median {ratio:.3f}")
     return {"ratio": ratio, "detail": {
-        "documents": len(docs), "chunks": n, "rounds": rounds,
-        "ingest_s": round(ingest_s, 2), "ingest_chunks_per_s": round(n / ingest_s, 1),
-        "encode_s": round(encode_s, 2), "encode_chunks_per_s": round(n / encode_s, 1),
-        "encode_in_ingest_sized_calls_s": round(batched_runs[0], 2), "chunking_s": round(chunking_s, 2),
-        "runs_s": {"ingest": [round(x, 2) for x in ingest_runs], "encode": [round(x, 2) for x in encode_runs],
-                   "encode_in_ingest_sized_calls": [round(x, 2) for x in batched_runs]},
+        "documents": len(docs), "chunks": n, "rounds": rounds, "round_ratios": [round(r, 3) for r in ratios],
+        "ingest_chunks_per_s_median": round(median([n / s for s in ingest_runs]), 1),
+        "encode_chunks_per_s_median": round(median([n / s for s in encode_runs]), 1),
+        "runs_s": {"ingest": [round(x, 2) for x in ingest_runs], "encode": [round(x, 2) for x in encode_runs]},
+        "round1_encode_in_ingest_sized_calls_s": round(batched_s, 2), "chunking_s": round(chunking_s, 2),
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-        "note": "fastest round of each; ingested next to the bench collection (HNSW index populated)",
+        "note": "ratio = median over rounds of bare-encode seconds / ingest seconds, measured back to back "
+                "(ABBA order); ingested next to the bench collection (HNSW index populated)",
     }}
 
 

@@ -1,7 +1,8 @@
-"""Helpers the security tests share: row counts of every table, stored runs, hostile strings."""
+"""Helpers the security tests share: row counts of every table, stored runs, hostile strings, Hypothesis settings."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, func, select, table, text
 
 from services.confidence import DEFAULT_PROFILE, overall
@@ -24,6 +25,16 @@ SQL_METACHARACTERS = (
     "$$; DROP TABLE chunks; $$",
     "::text[]",
 )
+
+# ... and what else arrives in text boxes and files: emoji (with joiners and flags), zero-width
+# and bidi controls, escape sequences, NUL, unpaired surrogates (undecodable bytes on a command line).
+HOSTILE_STRINGS = SQL_METACHARACTERS + (
+    "😀", "👩‍👩‍👧", "🇺🇸", "\u200b", "\ufeff", "\u202e", "\x00", "\t", "\r\n", "\x1b[31m", "\ud800", "\udce9", "\u2028",
+)
+WORDS = ("servo", "encoder", "battery", "grease", "reducer", "axis", "remaster", "alarm", "zone", "fence", "torque")
+MIN_CASES = 2_000  # generated cases per entry point
+# Database round trips and model calls make examples slow; Hypothesis' timing checks do not apply.
+SLOW_OK = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 _PUBLIC_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
 

@@ -21,7 +21,7 @@ from services import pipeline
 from services.cli import app
 from services.confidence import DEFAULT_PROFILE
 from services.errors import DatabaseUnavailableError, LLMError
-from services.export import export_bytes, export_records, read_export
+from services.export import export_records, read_export, write_export
 from services.ingest import ingest_uploads
 from services.llm.anthropic_backend import AnthropicBackend
 from services.store import get_engine, transaction
@@ -149,9 +149,11 @@ def test_runs_answered_by_a_failing_claude_store_and_export_no_key(clean_db, eng
             f"SELECT t::text FROM {conn.dialect.identifier_preparer.quote(name)} t").scalars()]
     assert any("Check ANTHROPIC_API_KEY" in row for row in rows)  # the stored error is there, scrubbed
     records = export_records()
-    files = {fmt: export_bytes(records, fmt) for fmt in ("csv", "jsonl", "parquet")}
+    for fmt in ("csv", "jsonl", "parquet"):
+        write_export(records, fmt, tmp_path / f"export.{fmt}")
     # Parquet pages are compressed, so it is read back; the text formats are searched as written.
-    exported = [files["csv"].decode(), files["jsonl"].decode(), json.dumps(read_export(files["parquet"], "parquet"))]
+    exported = [(tmp_path / "export.csv").read_text(), (tmp_path / "export.jsonl").read_text(),
+                json.dumps(read_export(tmp_path / "export.parquet", "parquet"))]
     assert [r["run_id"] for r in records] == [run.run_id] and all(run.query in text for text in exported)
     assert not leaked(*rows, json.dumps(run.to_dict(), default=str), *exported, caplog.text)
 
