@@ -151,7 +151,7 @@ def test_bad_inputs_show_errors_not_tracebacks(beir, tmp_path):  # type: ignore[
     at.text_input(key="evaluate.queries_path").input(str(latin))
     at.text_input(key="evaluate.qrels_path").input(str(beir["qrels"]))
     at.button(key="evaluate.run").click().run()
-    assert not at.exception and at.error[0].value.startswith("the queries and qrels files must be UTF-8 text")
+    assert not at.exception and "UTF-8 text" in at.error[0].value
 
     at.text_input(key="evaluate.queries_path").input(str(beir["queries"]))
     at.multiselect(key="evaluate.modes").set_value([])
