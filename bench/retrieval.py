@@ -281,7 +281,7 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
     params = default_params(settings, k=10, collection=COLLECTION)
     with transaction(settings) as session:
         values = {
-            "cid": session.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": COLLECTION}).scalar(),
+            "collection": COLLECTION,
             "k": params.k, "depth": params.leg_depth, "k1": float(params.k1), "b": float(params.b),
             "rrf_k": float(params.rrf_k), "w_bm25": 1.0, "w_dense": 1.0,
             "terms": tokenize(query), "embedding": vectors[pick],

@@ -76,7 +76,9 @@ class Chunk(Base):
 
 
 class Bm25Term(Base):
-    """Document frequency of one term within one collection."""
+    """Document frequency of one term within one collection, and the bounds retrieval's
+    MaxScore pruning needs: its largest tf and its shortest chunk. Removing a document
+    leaves the bounds as they were: a stale bound is still a bound, only a looser one."""
 
     __tablename__ = "bm25_terms"
     __table_args__ = (UniqueConstraint("collection_id", "term"),)
@@ -84,6 +86,8 @@ class Bm25Term(Base):
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
     term: Mapped[str] = mapped_column(Text)
     df: Mapped[int] = mapped_column(Integer)
+    max_tf: Mapped[int] = mapped_column(Integer)
+    min_dl: Mapped[int] = mapped_column(Integer)
 
 
 class Bm25Posting(Base):

@@ -40,8 +40,8 @@ class Settings(BaseSettings):
 
     chunk_tokens: int = 200
     chunk_overlap_tokens: int = 40
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_k1: float = Field(default=1.2, ge=0)
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
     rrf_k: int = 60
     max_query_chars: int = 2000
     max_upload_bytes: int = 20_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Alarm/error codes (SRVO-062), parameters ($MCR.$GENOVERRIDE), model numbers (KR-C5),
@@ -36,4 +37,27 @@ def extract_entities(text: str) -> tuple[str, ...]:
 
 def mentions(text: str, entity: str) -> bool:
     """Whether `text` mentions `entity` (case-insensitive, on word boundaries)."""
-    return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", text, re.IGNORECASE) is not None
+    start = 0
+    if _lowered_offsets_match(text, entity):
+        # A cheap necessary condition first: most (entity, text) pairs fail it, and the
+        # case-insensitive regex scans a paragraph in tens of microseconds.
+        start = text.lower().find(entity.lower())
+        if start < 0:
+            return False
+    # The lookbehind still sees text[start - 1] when the search starts at `start`.
+    return _mention_pattern(entity).search(text, start) is not None
+
+
+# The only non-ASCII characters `re` matches to ASCII letters under IGNORECASE
+# (İ ı ~ i, ſ ~ s, K ~ k); İ is also the only one whose lower() is two characters.
+_ASCII_CASE_LOOKALIKES = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+
+def _lowered_offsets_match(text: str, entity: str) -> bool:
+    """Whether each regex match of `entity` in `text` is `entity.lower()` at the same offset of `text.lower()`."""
+    return entity.isascii() and (text.isascii() or not any(c in text for c in _ASCII_CASE_LOOKALIKES))
+
+
+@functools.lru_cache(maxsize=1024)
+def _mention_pattern(entity: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(entity)}(?!\w)", re.IGNORECASE)

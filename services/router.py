@@ -82,7 +82,12 @@ def heuristic_confidence(hits: Sequence[Hit], answer: str, query: str, *, max_so
     return source_score + diversity_score + depth_score + coverage_score
 
 
-BLEND_WEIGHTS = {"retrieval": 0.40, "reflection": 0.35, "grade": 0.25, "heuristic": 0.40}
+# Retrieval confidence says whether the corpus holds on-topic text; reflection and grading
+# say whether the answer answers the question. Text written about the very subject of the
+# question (same paragraph, same entities) that does not hold what it asks for scores high on
+# retrieval, so once a judge has read the answer, its verdict leads the blend. The heuristic
+# keeps retrieval's weight: where it stands in (no judge ran) the two count alike.
+BLEND_WEIGHTS = {"retrieval": 0.15, "reflection": 0.50, "grade": 0.35, "heuristic": 0.15}
 
 
 def blended_confidence(*, retrieval: float, reflection: float | None, grade: int | None,

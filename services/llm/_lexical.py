@@ -33,6 +33,12 @@ _VERBS = _AUXILIARIES | frozenset(
     jog load map master measure monitor mount move prevent read recover remove repair replace reset
     restore run save select set start stop switch teach test tune turn update use verify write""".split()
 )
+# A negated question asks about the complement of what a positive statement says: "What is
+# not composed of X" is not answered by "It is composed of X". Negation words are stopwords
+# to retrieval, so the query's negation becomes a term of its own that only a negated text
+# covers. The stems of negated auxiliaries ("didn" of "didn't") are phrasing, not terms.
+_NEGATION = re.compile(r"\b(?:not|no|never|nor|neither|none|nothing|without|cannot)\b|n[’']t\b", re.IGNORECASE)
+_NEGATED_AUXILIARIES = frozenset("isn aren wasn weren don doesn didn hasn haven hadn couldn shouldn wouldn mustn".split())
 _MIN_ANSWER_TOKENS = 3
 # A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.
 _NOT_A_STATEMENT = re.compile(r"\?\W*$|```|\|[^|]*\|")
@@ -56,6 +62,7 @@ class Term:
     surface: str  # as written in the query
     stems: tuple[str, ...]
     entity: bool
+    negation: bool = False  # the query's negation: covered by any negated text
 
 
 def clean(text: str) -> str:
@@ -187,12 +194,15 @@ def query_terms(query: str) -> tuple[Term, ...]:
     seen = set(entity_stems)
     for word in _WORD.findall(query):
         lowered = word.lower()
-        if lowered in STOPWORDS or lowered in _FILLER or len(lowered) < 2 or (len(lowered) < 3 and word.islower()):
+        if (lowered in STOPWORDS or lowered in _FILLER or lowered in _NEGATED_AUXILIARIES or len(lowered) < 2
+                or (len(lowered) < 3 and word.islower())):
             continue  # "re" of re-validated; "J2", "T1", "IP" stay
         stem = tokenize(lowered)
         if stem and stem[0] not in seen:
             seen.add(stem[0])
             terms.append(Term(word, (stem[0],), False))
+    if _NEGATION.search(query):
+        terms.append(Term("not", (), False, negation=True))
     return tuple(terms)
 
 
@@ -202,6 +212,8 @@ def _surface(entity: str, text: str) -> str:
 
 
 def covers(term: Term, text: str, text_stems: frozenset[str]) -> bool:
+    if term.negation:
+        return bool(_NEGATION.search(text))
     if term.entity and mentions(text, term.surface):
         return True
     return all(s in text_stems for s in term.stems)

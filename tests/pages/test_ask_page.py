@@ -162,5 +162,5 @@ def test_signals_table_lists_blended_signals_with_renormalized_weights_first():
 
     frame = signals_frame({"heuristic_value": 0.4, "grade": 0.5, "retrieval": 0.6})
     assert list(frame["signal"]) == ["retrieval", "answer grade", "heuristic (reference, not blended)"]
-    assert list(frame["blend weight"][:2]) == pytest.approx([0.40 / 0.65, 0.25 / 0.65])
+    assert list(frame["blend weight"][:2]) == pytest.approx([0.15 / 0.50, 0.35 / 0.50])
     assert frame["blend weight"].isna().tolist() == [False, False, True]

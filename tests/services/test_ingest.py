@@ -74,6 +74,12 @@ def assert_index_exact(engine, collection: str = "default") -> None:  # type: ig
             "LEFT JOIN bm25_postings p ON p.term_id = t.id WHERE t.collection_id = :cid "
             "GROUP BY t.id, t.term, t.df HAVING t.df <> count(DISTINCT p.chunk_id)"), {"cid": cid}).all()
         assert wrong_df == []
+        # MaxScore needs every max_tf / min_dl to bound its postings (after a removal they may be loose).
+        too_tight = conn.execute(text(
+            "SELECT t.term, t.max_tf, t.min_dl, max(p.tf), min(p.dl) FROM bm25_terms t "
+            "JOIN bm25_postings p ON p.term_id = t.id WHERE t.collection_id = :cid "
+            "GROUP BY t.id HAVING t.max_tf < max(p.tf) OR t.min_dl > min(p.dl)"), {"cid": cid}).all()
+        assert too_tight == []
         assert conn.execute(text(
             "SELECT count(*) FROM bm25_postings p JOIN bm25_terms t ON t.id = p.term_id "
             "JOIN chunks c ON c.id = p.chunk_id WHERE t.collection_id <> c.collection_id")).scalar_one() == 0
@@ -97,7 +103,7 @@ _SNAPSHOT_SQL = {
     "documents": "SELECT id, collection_id, external_id, title, content_hash FROM documents ORDER BY id",
     "chunks": "SELECT id, document_id, collection_id, ordinal, text FROM chunks ORDER BY id",
     "postings": "SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY term_id, chunk_id",
-    "terms": "SELECT id, collection_id, term, df FROM bm25_terms ORDER BY id",
+    "terms": "SELECT id, collection_id, term, df, max_tf, min_dl FROM bm25_terms ORDER BY id",
     "stats": "SELECT collection_id, n_chunks, total_dl FROM bm25_stats ORDER BY collection_id",
 }
 

@@ -271,3 +271,16 @@ def test_every_operation_is_logged(corpus_hits) -> None:  # type: ignore[no-unty
     assert [c.operation for c in calls] == ["generate", "reflect", "grade", "identify_gaps", "refine_query", "decompose"]
     assert all(c.backend == "offline" and c.model == MODEL_ID and c.prompt_version == PROMPT_VERSION for c in calls)
     assert all(c.outcome == "ok" and c.latency_ms >= 0 and c.temperature == 0.0 for c in calls)
+
+
+def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
+    from services.llm import _lexical as lex
+
+    terms = lex.query_terms("Which axes did the controller not calibrate?")
+    assert [t.surface for t in terms if t.negation] == ["not"]
+    negated, positive = "The controller did not calibrate axes J5 and J6.", "The controller calibrated axes J1 to J6."
+    assert lex.coverage(terms, negated) == 1.0 > lex.coverage(terms, positive)
+    assert lex.missing(terms, [positive]) == ["not"]
+    assert not any(t.negation for t in lex.query_terms("Which axes did the controller calibrate?"))
+    # The stem of a negated auxiliary is phrasing, not something an answer should repeat.
+    assert [t.surface for t in lex.query_terms("Why didn't the axis move?")] == ["axis", "move", "not"]

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from services import embedding
 from services.errors import InputError
 from services.ingest import indexed_text
-from services.retrieval import default_params, search
+from services.retrieval import _BM25_CTES, _COLLECTION_CTE, default_params, search
 from services.text import tokenize
 
 DEPTH = 50
@@ -88,15 +88,41 @@ def test_sql_bm25_scores_and_top10_equal_rank_bm25(reference, squad_queries, squ
             assert hit.bm25_rank == hit.rank
         assert [h.bm25_score for h in hits] == sorted((h.bm25_score for h in hits), reverse=True)
 
-        matching = sorted((s for s in expected.values() if s > 0), reverse=True)
-        assert len(hits) == min(10, len(matching)), query
-        if not hits:
-            continue
-        tenth = matching[len(hits) - 1]
-        must = {cid for cid, s in expected.items() if s > tenth + SCORE_TOL}
-        may = {cid for cid, s in expected.items() if s >= tenth - SCORE_TOL}
-        got = {h.chunk_id for h in hits}
-        assert must <= got <= may, query  # equal up to chunks tied with the 10th score
+        _assert_top_up_to_ties(hits, expected, 10, query)
+
+
+def _assert_top_up_to_ties(hits, expected: dict[int, float], n: int, query: str) -> None:  # type: ignore[no-untyped-def]
+    """The hits are the reference's top n, up to chunks tied with the n-th score."""
+    matching = sorted((s for s in expected.values() if s > 0), reverse=True)
+    assert len(hits) == min(n, len(matching)), query
+    if not hits:
+        return
+    last = matching[len(hits) - 1]
+    must = {cid for cid, s in expected.items() if s > last + SCORE_TOL}
+    may = {cid for cid, s in expected.items() if s >= last - SCORE_TOL}
+    assert must <= {h.chunk_id for h in hits} <= may, query
+
+
+# The BM25 leg's own CTEs, stopped where MaxScore has split the query terms.
+_OPTIONAL_TERMS_SQL = f"WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()} SELECT count(*) FILTER (WHERE optional) FROM split"
+
+
+@pytest.mark.parametrize("depth", [3, 10])
+def test_maxscore_pruning_keeps_the_exact_top(reference, squad_queries, squad_collection, engine, settings, depth):  # type: ignore[no-untyped-def]
+    """Terms too weak to lift a chunk into the top `depth` are only looked up for chunks the
+    other terms already put near it: the top stays exactly rank-bm25's."""
+    pruned = 0
+    for query in squad_queries:
+        expected = reference.scores(query)
+        hits = search(query, _params(squad_collection, mode="bm25", k=depth, depth=depth)).hits
+        for hit in hits:
+            assert abs(hit.bm25_score - expected[hit.chunk_id]) <= SCORE_TOL, (query, hit.chunk_id)
+        _assert_top_up_to_ties(hits, expected, depth, query)
+        with engine.connect() as conn:
+            pruned += conn.execute(text(_OPTIONAL_TERMS_SQL), {
+                "collection": squad_collection, "terms": tokenize(query), "depth": depth,
+                "k1": settings.bm25_k1, "b": settings.bm25_b}).scalar_one() > 0
+    assert pruned >= 10, f"only {pruned} of {len(squad_queries)} queries had an optional term: pruning went untested"
 
 
 def test_matched_idf_share_is_the_matched_fraction_of_query_idf(reference, squad_queries, squad_collection):  # type: ignore[no-untyped-def]

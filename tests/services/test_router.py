@@ -81,11 +81,18 @@ def test_heuristic_confidence_parts():
 
 def test_blend_leaves_out_missing_signals_instead_of_defaulting():
     full, signals = blended_confidence(retrieval=0.5, reflection=1.0, grade=5)
-    assert full == pytest.approx(0.4 * 0.5 + 0.35 + 0.25) and set(signals) == {"retrieval", "reflection", "grade"}
+    assert full == pytest.approx(0.15 * 0.5 + 0.50 + 0.35) and set(signals) == {"retrieval", "reflection", "grade"}
     no_reflection, _ = blended_confidence(retrieval=0.5, reflection=None, grade=5)
-    assert no_reflection == pytest.approx((0.4 * 0.5 + 0.25) / 0.65)
+    assert no_reflection == pytest.approx((0.15 * 0.5 + 0.35) / 0.50)
     minimal, signals = blended_confidence(retrieval=0.5, reflection=None, grade=None, heuristic=0.9)
-    assert minimal == pytest.approx((0.4 * 0.5 + 0.4 * 0.9) / 0.8) and "heuristic" in signals
+    assert minimal == pytest.approx((0.5 + 0.9) / 2) and "heuristic" in signals
+
+
+def test_blend_lets_the_answer_judges_outweigh_retrieval():
+    """On-topic text that does not answer: high retrieval, low judgement -> low confidence."""
+    on_topic_non_answer, _ = blended_confidence(retrieval=0.9, reflection=0.3, grade=2)
+    off_topic_answer, _ = blended_confidence(retrieval=0.3, reflection=0.9, grade=4)
+    assert on_topic_non_answer < 0.5 < off_topic_answer
 
 
 def test_query_complexity():

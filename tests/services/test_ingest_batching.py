@@ -1,0 +1,51 @@
+"""Ingest embeds many write batches per encode call, yet still commits batch by batch."""
+
+from __future__ import annotations
+
+import services.ingest as ingest_module
+from services import embedding
+from services.corpus import corpus_stats
+from services.extract import SourceDocument
+from services.ingest import BATCH_DOCUMENTS, ingest_documents
+
+
+def _docs(n: int) -> list[SourceDocument]:
+    return [SourceDocument(f"d{i}", f"Doc {i}", f"Valve {i} is checked every week.", f"d{i}.txt") for i in range(n)]
+
+
+def _count_encodes(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Record the number of texts in each encode call."""
+    calls: list[int] = []
+    real = embedding.encode
+
+    def counting(name, texts, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return real(name, texts, **kwargs)
+
+    monkeypatch.setattr(embedding, "encode", counting)
+    return calls
+
+
+def test_batches_share_encode_calls_and_progress_counts_each_commit(clean_db, monkeypatch):  # type: ignore[no-untyped-def]
+    calls = _count_encodes(monkeypatch)
+    events = []
+    n = 2 * BATCH_DOCUMENTS + 5
+    summary = ingest_documents(_docs(n), on_progress=events.append)
+
+    assert calls == [n], "three write batches of one-chunk documents share one encode call"
+    assert [e.documents_done for e in events] == [32, 64, n, n]
+    assert [e.chunks_done for e in events] == [32, 64, n, n]
+    assert events[-1].documents_total == n and summary.ingested == n
+    assert corpus_stats().documents == n
+
+
+def test_groups_split_at_the_encode_size_and_skip_unchanged_content(clean_db, monkeypatch):  # type: ignore[no-untyped-def]
+    calls = _count_encodes(monkeypatch)
+    monkeypatch.setattr(ingest_module, "ENCODE_CHUNKS", BATCH_DOCUMENTS)
+    summary = ingest_documents(_docs(BATCH_DOCUMENTS + 3))
+    assert calls == [BATCH_DOCUMENTS, 3]
+    assert summary.ingested == BATCH_DOCUMENTS + 3
+
+    calls.clear()
+    again = ingest_documents(_docs(BATCH_DOCUMENTS + 3))
+    assert calls == [] and again.unchanged == BATCH_DOCUMENTS + 3, "unchanged content is not embedded again"
