@@ -7,7 +7,6 @@ import io
 import json
 import os
 import zipfile
-import zlib
 
 import pytest
 from typer.testing import CliRunner
@@ -23,6 +22,7 @@ from services.ingest import ingest_uploads
 from services.retrieval import default_params, search
 from services.review import review_history, submit_review
 from services.runs import load_run
+from tests._pdf import one_page_pdf
 from tests.security._support import SQL_METACHARACTERS, save_runs, table_counts
 
 DROP = "'; DROP TABLE runs; --"
@@ -34,25 +34,7 @@ DOCS = {
 
 def pdf(content: bytes, *, compress: bool = False) -> bytes:
     """A one-page PDF whose content stream is `content` (optionally Flate-compressed)."""
-    stream = zlib.compress(content, 9) if compress else content
-    flate = b" /Filter /FlateDecode" if compress else b""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d%s >>\nstream\n%s\nendstream" % (len(stream), flate, stream),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return one_page_pdf(content, compress=compress)
 
 
 def zip_bomb() -> bytes:

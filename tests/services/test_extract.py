@@ -19,34 +19,12 @@ from services.extract import (
     parse_file,
     parse_paths,
 )
+from tests._pdf import one_page_pdf
 
 
 def _minimal_pdf(text: str, *, title: str | None = None) -> bytes:
-    """A one-page PDF with `text` in Helvetica; xref offsets computed so pypdf reads it."""
-    stream = b"BT /F1 12 Tf 72 720 Td (" + text.encode() + b") Tj ET"
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    info = b""
-    if title is not None:
-        objects.append(b"<< /Title (" + title.encode() + b") >>")
-        info = b" /Info %d 0 R" % len(objects)
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\n" % (len(objects) + 1, info)
-    out += b"startxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
+    """A one-page PDF with `text` in Helvetica."""
+    return one_page_pdf(b"BT /F1 12 Tf 72 720 Td (" + text.encode() + b") Tj ET", title=title)
 
 
 def _encrypted(pdf: bytes, *, user_password: str) -> bytes:
