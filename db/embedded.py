@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import signal
 import sys
@@ -12,6 +13,14 @@ from pathlib import Path
 import psutil
 
 _START_LOCK = threading.Lock()  # pgserver's own lock is per process; threads in one race
+
+# Server settings the embedded server starts with, in a conf file of our own that
+# postgresql.conf includes. pgserver's initdb leaves shared_buffers at 128MB, and at 100k
+# chunks the postings and HNSW index (~0.9 GB) then cycle through it: each hybrid query
+# re-reads evicted pages from the OS cache. Postgres touches shared memory lazily, so a
+# small corpus does not pay for the larger cache. Applied when the server (re)starts.
+SERVER_SETTINGS = {"shared_buffers": "1GB"}
+_SETTINGS_FILE = "workbench.conf"
 _SIGTERM_INSTALLED = False
 _EXIT_HOOKED: set[Path] = set()
 
@@ -39,7 +48,7 @@ def embedded_uri(data_dir: Path) -> str:
                     # Stopped or killed under this process: get_server would hand back the
                     # dead instance, so start (or adopt a restarted) server; our handle stays.
                     known.ensure_postgres_running()
-            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+            server = known or _configured_server_class()(pgdata, cleanup_mode="stop")
             _drop_dead_handles_at_exit(pgdata)
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
             log = pgdata / "log"
@@ -49,6 +58,32 @@ def embedded_uri(data_dir: Path) -> str:
             ) from exc
         _stop_cleanly_on_sigterm()
         return server.get_uri()
+
+
+@functools.cache
+def _configured_server_class() -> type:
+    """pgserver's server with our settings written between initdb and the first start."""
+    import pgserver
+
+    class ConfiguredServer(pgserver.PostgresServer):  # type: ignore[misc]
+        def ensure_pgdata_inited(self) -> None:
+            super().ensure_pgdata_inited()
+            write_server_settings(self.pgdata)
+
+    return ConfiguredServer
+
+
+def write_server_settings(pgdata: Path) -> None:
+    """Write SERVER_SETTINGS to our conf file and include it from postgresql.conf (once)."""
+    (pgdata / _SETTINGS_FILE).write_text(
+        "# Written by the workbench at each start (db/embedded.py); edits are overwritten.\n"
+        + "".join(f"{name} = '{value}'\n" for name, value in SERVER_SETTINGS.items())
+    )
+    conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{_SETTINGS_FILE}'"
+    if include not in conf.read_text():
+        with conf.open("a") as handle:
+            handle.write(f"\n{include}\n")
 
 
 def _drop_dead_handles(pgdata: Path) -> None:

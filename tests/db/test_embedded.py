@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from db import Settings, StoreUnavailableError, build_engine
-from db.embedded import handle_pids, postgres_pid
+from db.embedded import SERVER_SETTINGS, handle_pids, postgres_pid
 from services.errors import DatabaseUnavailableError
 from services.store import get_engine
 
@@ -42,8 +42,10 @@ uri = embedded_uri(data_dir)
 with psycopg.connect(uri) as conn:
     one = conn.execute("SELECT 1").fetchone()[0]
     vector = conn.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'").fetchone()[0]
+    shared_buffers = conn.execute("SHOW shared_buffers").fetchone()[0]
 print(json.dumps({"uri": uri, "pid": os.getpid(), "handles": handle_pids(data_dir),
-                  "postgres": postgres_pid(data_dir), "one": one, "vector": vector}))
+                  "postgres": postgres_pid(data_dir), "one": one, "vector": vector,
+                  "shared_buffers": shared_buffers}))
 """
 
 _TWO_THREADS = """
@@ -110,14 +112,21 @@ def test_embedded_uri_starts_a_server_in_a_fresh_dir_and_stops_it_with_the_last_
     assert not fresh_dir.exists()
     seen = _run(_START, str(fresh_dir))
     assert (seen["one"], seen["vector"]) == (1, 1)
+    assert seen["shared_buffers"] == SERVER_SETTINGS["shared_buffers"]  # not initdb's 128MB
     assert seen["handles"] == [seen["pid"]]
     assert isinstance(seen["postgres"], int)
     assert (fresh_dir / "pgdata" / "PG_VERSION").exists()
     assert _wait_stopped(fresh_dir) is None  # its only user exited
     assert handle_pids(fresh_dir) == []
 
+    # A data dir from before the settings file existed gets it at its next start.
+    conf = fresh_dir / "pgdata" / "postgresql.conf"
+    conf.write_text("\n".join(line for line in conf.read_text().splitlines() if "workbench.conf" not in line))
+    (fresh_dir / "pgdata" / "workbench.conf").unlink()
+
     again = _run(_START, str(fresh_dir))  # the data dir is reused, not re-initialised
     assert again["uri"] == seen["uri"] and again["one"] == 1
+    assert again["shared_buffers"] == SERVER_SETTINGS["shared_buffers"]
     assert _wait_stopped(fresh_dir) is None
 
 
