@@ -256,13 +256,12 @@ def _write_batch(batch: _Batch, prepared: list[_PreparedDocument], collection: s
             if known.get(doc.external_id) == content_hash(doc):
                 summary.unchanged += 1
                 summary.outcomes.append({"source": doc.source, "external_id": doc.external_id, "status": "unchanged"})
-        for prep in prepared:
-            if known.get(prep.source.external_id) == prep.digest:
-                continue  # someone ingested the same content meanwhile (or an earlier batch of this ingest)
+        # Left out: content someone ingested meanwhile (or an earlier batch of this ingest).
+        fresh = [prep for prep in prepared if known.get(prep.source.external_id) != prep.digest]
+        for prep in fresh:
             replacing = prep.source.external_id in known
             if replacing:
                 remove_document(session, collection_id, prep.source.external_id)
-            _insert_document(session, collection_id, prep)
             status = "replaced" if replacing else "ingested"
             summary.replaced += replacing
             summary.ingested += not replacing
@@ -271,6 +270,7 @@ def _write_batch(batch: _Batch, prepared: list[_PreparedDocument], collection: s
                 {"source": prep.source.source, "external_id": prep.source.external_id,
                  "status": status, "chunks": len(prep.chunks)}
             )
+        _insert_documents(session, collection_id, fresh)
     return len(docs)
 
 
@@ -317,24 +317,27 @@ def _known_hashes(session: Session, collection_id: int, external_ids: list[str])
     return {external_id: digest for external_id, digest in rows}
 
 
-def _insert_document(session: Session, collection_id: int, prep: _PreparedDocument) -> None:
-    doc = prep.source
-    document_id = session.scalar(
-        insert(Document).returning(Document.id),
-        {"collection_id": collection_id, "external_id": doc.external_id, "title": doc.title,
-         "source": doc.source, "content_hash": prep.digest, "metadata_": doc.metadata},
-    )
-    if not prep.chunks:
+def _insert_documents(session: Session, collection_id: int, preps: list[_PreparedDocument]) -> None:
+    """Insert the batch's documents, chunks and postings: a few statements per batch, not per
+    document, so the database work that competes with the encoder for the CPU stays small."""
+    if not preps:
         return
-    chunk_ids = session.scalars(
-        insert(ChunkRow).returning(ChunkRow.id, sort_by_parameter_order=True),
-        [
-            {"document_id": document_id, "collection_id": collection_id, "ordinal": i,
-             "text": chunk, "token_count": tokens, "embedding": vector}
-            for i, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings))
-        ],
+    document_ids = session.scalars(
+        insert(Document).returning(Document.id, sort_by_parameter_order=True),
+        [{"collection_id": collection_id, "external_id": p.source.external_id, "title": p.source.title,
+          "source": p.source.source, "content_hash": p.digest, "metadata_": p.source.metadata} for p in preps],
     ).all()
-    _index_chunks(session, collection_id, chunk_ids, [indexed_text(doc.title, c) for c in prep.chunks])
+    rows = [
+        {"document_id": document_id, "collection_id": collection_id, "ordinal": i,
+         "text": chunk, "token_count": tokens, "embedding": vector}
+        for document_id, prep in zip(document_ids, preps, strict=True)
+        for i, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings))
+    ]
+    if not rows:
+        return
+    chunk_ids = session.scalars(insert(ChunkRow).returning(ChunkRow.id, sort_by_parameter_order=True), rows).all()
+    texts = [indexed_text(prep.source.title, chunk) for prep in preps for chunk in prep.chunks]
+    _index_chunks(session, collection_id, chunk_ids, texts)
 
 
 def _index_chunks(session: Session, collection_id: int, chunk_ids: Sequence[int], texts: Sequence[str]) -> None:

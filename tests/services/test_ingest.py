@@ -121,18 +121,18 @@ def _chunks_of(engine, external_id: str, collection: str = "default") -> list[tu
             "ORDER BY c.ordinal"), {"name": collection, "eid": external_id})]
 
 
-def _fail_on_second_call(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
-    real = ingest_module._index_chunks
-    calls: list[int] = []
+def _fail_while_indexing(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Fail the batch's last write step, after its documents and chunks rows were inserted;
+    returns how many of the batch's chunk rows existed (uncommitted) when it failed."""
+    written: list[int] = []
 
     def flaky(session, collection_id, chunk_ids, texts):  # type: ignore[no-untyped-def]
-        calls.append(len(chunk_ids))
-        if len(calls) == 2:
-            raise RuntimeError("injected failure while indexing")
-        real(session, collection_id, chunk_ids, texts)
+        written.append(session.scalar(text("SELECT count(*) FROM chunks WHERE id = ANY(:ids)"),
+                                      {"ids": list(chunk_ids)}))
+        raise RuntimeError("injected failure while indexing")
 
     monkeypatch.setattr(ingest_module, "_index_chunks", flaky)
-    return calls
+    return written
 
 
 def _doc(external_id: str, body: str, title: str = "") -> SourceDocument:
@@ -211,12 +211,12 @@ def test_changed_file_replaces_its_old_chunks(clean_db, engine, tmp_path):  # ty
 def test_failure_mid_batch_leaves_the_corpus_as_it_was(clean_db, engine, monkeypatch, collection):  # type: ignore[no-untyped-def]
     ingest_documents([_doc("kept", "A document that was here before the failing ingest.")])
     before = snapshot(engine)
-    calls = _fail_on_second_call(monkeypatch)
+    written = _fail_while_indexing(monkeypatch)
     batch = [_doc("first", "Solar panels convert light."), _doc("second", "Wind turbines convert motion."),
              _doc("third", "Dams convert falling water.")]
     with pytest.raises(RuntimeError, match="injected failure"):
         ingest_documents(batch, collection=collection)
-    assert len(calls) == 2, "the first document of the batch should have been written before the failure"
+    assert written == [3], "the batch's chunk rows should have been written before the failure"
     assert snapshot(engine) == before
     assert_index_exact(engine)
 
@@ -225,11 +225,11 @@ def test_failed_replacement_keeps_the_old_version(clean_db, engine, monkeypatch)
     ingest_documents([_doc("manual", "Version one says to open valve A first."), _doc("other", "Unrelated text.")])
     old_manual = _chunks_of(engine, "manual")
     before = snapshot(engine)
-    calls = _fail_on_second_call(monkeypatch)
+    written = _fail_while_indexing(monkeypatch)
     with pytest.raises(RuntimeError, match="injected failure"):
         ingest_documents([_doc("manual", "Version two says to open valve B first."),
                           _doc("extra", "A new document."), _doc("extra-2", "Another new document.")])
-    assert len(calls) == 2
+    assert written == [3]
     assert _chunks_of(engine, "manual") == old_manual
     assert snapshot(engine) == before
     assert_index_exact(engine)
