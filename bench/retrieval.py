@@ -370,14 +370,14 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     Each round times one ingest (into a fresh collection) and one bare encode back to back,
     alternating which goes first (ABBA), and gives one ratio; the median round counts. On a
     shared machine the load drifts, so only measurements taken side by side are compared.
-    The first round also encodes in ingest's per-batch calls, to tell batching from the rest.
+    The first round also encodes in ingest's own encode calls, to tell batching from the rest.
     """
     from sqlalchemy import text
 
     from services import embedding
     from services.chunking import chunk_text
     from services.extract import SourceDocument
-    from services.ingest import BATCH_DOCUMENTS, indexed_text, ingest_documents
+    from services.ingest import BATCH_DOCUMENTS, ENCODE_CHUNKS, indexed_text, ingest_documents
     from services.store import transaction
 
     docs = [SourceDocument(p["_id"], p["title"], p["text"], "squad2-halfdev/corpus.jsonl") for p in paragraphs]
@@ -412,9 +412,13 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     for external_id, title, body in rows:
         by_document.setdefault(external_id, []).append(indexed_text(title, body))
     encode_runs: list[float] = [timed_encode([chunk_texts])]
-    # What ingest's encode calls see: one call per document batch.
-    batched_s = timed_encode([[t for d in docs[i:i + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, [])]
-                              for i in range(0, len(docs), BATCH_DOCUMENTS)])
+    # What ingest's encode calls see: whole write batches gathered until ENCODE_CHUNKS chunks.
+    calls: list[list[str]] = [[]]
+    for i in range(0, len(docs), BATCH_DOCUMENTS):
+        if len(calls[-1]) >= ENCODE_CHUNKS:
+            calls.append([])
+        calls[-1].extend(t for d in docs[i:i + BATCH_DOCUMENTS] for t in by_document.get(d.external_id, []))
+    batched_s = timed_encode(calls)
     log(f"  round 1: ingest {ingest_runs[0]:.2f} s, bare encode {encode_runs[0]:.2f} s, "
         f"encode in ingest-sized calls {batched_s:.2f} s")
     for round_ in range(1, rounds):
