@@ -3,6 +3,7 @@
     WorkbenchError
     ├── InputError            bad query, bad file, bad filter, bad weights
     ├── DatabaseUnavailableError   the store cannot be reached (names what was tried)
+    ├── DatabaseRefusedError  the store aborted one action (deadlock, timeout, full disk)
     ├── NotFoundError         a run, document or profile that does not exist
     ├── ConflictError         a review saved over a newer version (optimistic locking)
     ├── PermissionDeniedError an action the signed-in user may not take
@@ -22,6 +23,10 @@ class InputError(WorkbenchError):
 
 class DatabaseUnavailableError(WorkbenchError):
     """The database could not be reached or started."""
+
+
+class DatabaseRefusedError(WorkbenchError):
+    """The database is up but aborted this action; nothing of it was saved."""
 
 
 class NotFoundError(WorkbenchError):

@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from db import Settings, StoreUnavailableError, build_engine, describe_store, get_settings
-from services.errors import DatabaseUnavailableError
+from services.errors import DatabaseRefusedError, DatabaseUnavailableError
 
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -51,13 +51,17 @@ def transaction(settings: Settings | None = None) -> Iterator[Session]:
         session.commit()
     except (OperationalError, DBAPIError) as exc:
         session.rollback()
-        if isinstance(exc, OperationalError) or exc.connection_invalidated:
-            if _connection_lost(exc):
-                _forget_engine(settings, engine)
+        if _connection_lost(exc):
+            _forget_engine(settings, engine)
             where = describe_store(settings)
             raise DatabaseUnavailableError(
                 f"Database unavailable ({where.kind}, {where.location}); nothing was saved "
                 "from this action. Try again when it is back."
+            ) from exc
+        if isinstance(exc, OperationalError):  # the server is fine; this one statement was not
+            raise DatabaseRefusedError(
+                f"The database aborted this action ({_server_message(exc)}); nothing was saved "
+                "from it. Try again; if it keeps failing, the server log says why."
             ) from exc
         raise
     except BaseException:
@@ -70,8 +74,19 @@ def transaction(settings: Settings | None = None) -> Iterator[Session]:
 def _connection_lost(exc: DBAPIError) -> bool:
     """The server or the connection went away (no SQLSTATE, class 08, or a shutdown 57P0x),
     as opposed to an OperationalError about one statement, such as a deadlock."""
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False  # integrity, data and programming errors are about the statement
     sqlstate = getattr(exc.orig, "sqlstate", None)
-    return exc.connection_invalidated or sqlstate is None or sqlstate.startswith(("08", "57P"))
+    return sqlstate is None or sqlstate.startswith(("08", "57P"))
+
+
+def _server_message(exc: DBAPIError) -> str:
+    """The server's first line and SQLSTATE, e.g. 'deadlock detected, SQLSTATE 40P01'."""
+    first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return f"{first}, SQLSTATE {sqlstate}" if sqlstate else first
 
 
 def _forget_engine(settings: Settings, engine: Engine) -> None:

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 from db import get_settings
 from db.embedded import embedded_uri, handle_pids, postgres_pid
 from services.cli import app
-from services.errors import DatabaseUnavailableError
+from services.errors import DatabaseRefusedError, DatabaseUnavailableError
 from services.review import current_review_state, review_history, submit_review
+from services.store import get_engine, transaction
 from tests.reliability._workers import ROOT, Child, children, fresh_data_dir
 
 # --- SIGKILL mid-ingest ---------------------------------------------------------------------
@@ -217,6 +218,17 @@ def test_database_down_mid_session_is_a_clear_error_then_recovers_with_every_rev
 
 
 # --- a failing LLM backend --------------------------------------------------------------------
+
+def test_a_statement_the_server_aborts_is_not_reported_as_an_outage(engine, settings):  # type: ignore[no-untyped-def]
+    with pytest.raises(DatabaseRefusedError, match="statement timeout.*SQLSTATE 57014") as caught:
+        with transaction(settings) as session:
+            session.execute(text("SET LOCAL statement_timeout = '50ms'"))
+            session.execute(text("SELECT pg_sleep(5)"))
+    assert "nothing was saved" in str(caught.value) and "unavailable" not in str(caught.value)
+    assert get_engine(settings) is engine  # the server is up: its pool is kept, not rebuilt
+    with transaction(settings) as session:
+        assert session.scalar(text("SELECT 1")) == 1
+
 
 def test_run_with_a_failing_backend_is_stored_and_reviewable(clean_db, tmp_path):  # type: ignore[no-untyped-def]
     from services import pipeline
