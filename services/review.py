@@ -201,14 +201,19 @@ class QueueFilters:
 _QUEUE_SQL = """
 SELECT id, query, final_answer, status, final_level, preset, final_confidence, signals, reviewer,
        review_version, created_at
-FROM runs
+FROM runs,
+     LATERAL (SELECT (signals->>'retrieval')::float8 AS retrieval, (signals->>'reflection')::float8 AS reflection,
+                     (signals->>'grade')::float8 AS grade, (signals->>'heuristic')::float8 AS heuristic) s
 WHERE status = ANY(:statuses)
   AND (cardinality(CAST(:levels AS text[])) = 0 OR final_level = ANY(:levels))
   AND (cardinality(CAST(:presets AS text[])) = 0 OR preset = ANY(:presets))
   AND (CAST(:reviewer AS text) IS NULL OR reviewer = :reviewer)
   AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)
   AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)
-ORDER BY final_confidence, id
+ORDER BY CASE WHEN CAST(:by_disagreement AS boolean) THEN coalesce(
+             greatest(s.retrieval, s.reflection, s.grade, s.heuristic)
+             - least(s.retrieval, s.reflection, s.grade, s.heuristic), 0) END DESC,
+         final_confidence, id
 LIMIT :limit
 """
 
@@ -226,6 +231,7 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
         rows = session.execute(text(_QUEUE_SQL), {
             "statuses": list(filters.statuses), "levels": list(filters.levels), "presets": list(filters.presets),
             "reviewer": filters.reviewer, "since": filters.since, "until": filters.until, "limit": limit,
+            "by_disagreement": order == "disagreement",  # the limit must keep the most disagreeing runs
         }).all()
     raw = np.array([r.final_confidence for r in rows], dtype=np.float64)
     calibrated = calibrate(raw) if calibrate is not None and len(raw) else raw
@@ -241,7 +247,8 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
 
 
 def signal_disagreement(signals: dict[str, float]) -> float:
-    """Spread (max - min) of the blend's signals: retrieval vs reflection vs grade."""
+    """Spread (max - min) of the blend's signals: retrieval vs reflection vs grade
+    (_QUEUE_SQL orders by the same spread)."""
     values = [v for k, v in signals.items() if k in ("retrieval", "reflection", "grade", "heuristic")]
     return float(max(values) - min(values)) if len(values) > 1 else 0.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -99,3 +100,21 @@ def test_queue_orders_least_confident_first_and_never_requeues_reviewed(run_ids)
     assert [i.run_id for i in approved] == [queue[0].run_id]
     by_disagreement = review_queue(order="disagreement")
     assert [i.disagreement for i in by_disagreement] == sorted((i.disagreement for i in by_disagreement), reverse=True)
+
+
+def test_disagreement_order_keeps_the_most_disagreeing_runs_under_the_limit(run_ids, engine):
+    from sqlalchemy import text
+
+    # The most disagreeing run is also the most confident: a limit applied in confidence
+    # order would drop it.
+    shapes = {run_ids[0]: (0.1, {"retrieval": 0.1, "reflection": 0.1}),
+              run_ids[1]: (0.2, {"retrieval": 0.2, "reflection": 0.3, "grade": 0.25}),
+              run_ids[2]: (0.9, {"retrieval": 0.1, "reflection": 0.9})}
+    with engine.begin() as conn:
+        for run_id, (confidence, signals) in shapes.items():
+            conn.execute(text("UPDATE runs SET final_confidence = :c, signals = CAST(:s AS jsonb) WHERE id = :id"),
+                         {"c": confidence, "s": json.dumps(signals), "id": run_id})
+    queue = review_queue(order="disagreement", limit=2)
+    assert [i.run_id for i in queue] == [run_ids[2], run_ids[1]]
+    assert [round(i.disagreement, 9) for i in queue] == [0.8, 0.1]
+    assert [i.run_id for i in review_queue(limit=2)] == [run_ids[0], run_ids[1]]  # least confident first
