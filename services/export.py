@@ -221,6 +221,21 @@ def _to_cells(record: dict[str, Any]) -> dict[str, Any]:
     return {name: _dumps(record[name]) if kind == "json" else record[name] for name, kind in FIELDS.items()}
 
 
+# A spreadsheet runs a CSV cell that starts with one of these as a formula (OWASP "CSV
+# injection"); questions, answers and comments are typed by people. Such a text cell is
+# written with a leading apostrophe, which spreadsheets show as plain text. Cells already
+# starting with an apostrophe get one too, so reading strips exactly one and round-trips.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _csv_text(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def _from_csv_text(value: str) -> str:
+    return value[1:] if value.startswith("'") and value[1:].startswith(_FORMULA_STARTS) else value
+
+
 def _from_cell(kind: str, value: Any) -> Any:
     if kind == "json":
         return json.loads(value)
@@ -250,7 +265,8 @@ def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
         for record in records:
             cells = _to_cells(record)
             # repr keeps every float digit; None is an empty cell (nullable fields only).
-            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in cells.values()])
+            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else
+                             _csv_text(v) if isinstance(v, str) else v for v in cells.values()])
         return buffer.getvalue().encode("utf-8")
     table = pa.Table.from_pylist([_to_cells(r) for r in records], schema=_ARROW_SCHEMA)
     sink = pa.BufferOutputStream()
@@ -305,8 +321,9 @@ def read_export(source: Path | str | bytes, fmt: str) -> list[dict[str, Any]]:
             # Cells hold whole answers and JSON lists; the default 128 KiB cell cap is too low.
             csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
             reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline=""))
-            cells = list(reader)
             _require_columns(reader.fieldnames or [])
+            cells = [{name: _from_csv_text(value) if isinstance(value, str) else value for name, value in row.items()}
+                     for row in reader]
         else:
             table = pq.read_table(pa.BufferReader(data))
             _require_columns(table.column_names)

@@ -4,6 +4,7 @@ metacharacters in names and comments stay plain text."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from dataclasses import replace
@@ -330,6 +331,18 @@ def test_each_format_round_trips(awkward_records, fmt, tmp_path: Path) -> None: 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_empty_export_round_trips(fmt) -> None:  # type: ignore[no-untyped-def]
     assert read_export(export_bytes([], fmt), fmt) == []
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted_and_round_trip(profiles) -> None:  # type: ignore[no-untyped-def]
+    formulas = ['=HYPERLINK("http://evil","x")', "+1+1", "-2+3", "@SUM(A1)", "\tTAB", "'quoted", "''=x"]
+    store(*(make_run(text, answer=text) for text in formulas))
+    records = export_records()
+    data = export_bytes(records, "csv")
+    cells = [cell for row in csv.reader(io.StringIO(data.decode("utf-8"), newline="")) for cell in row]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "@", "\t"))]
+    assert '\'=HYPERLINK("http://evil","x")' in cells and "'''=x" in cells
+    assert read_export(data, "csv") == records
+    assert sorted(r["question"] for r in records) == sorted(formulas)
 
 
 def test_text_formats_are_readable_utf8(awkward_records) -> None:  # type: ignore[no-untyped-def]
