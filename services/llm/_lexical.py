@@ -234,6 +234,19 @@ def missing(terms: Sequence[Term], texts: Iterable[str]) -> list[str]:
     return [t.surface for t in terms if not any(covers(t, x, s) for x, s in zip(pool, pool_stems, strict=True))]
 
 
+def affirms_negated_question(terms: Sequence[Term], sentences: Sequence[str]) -> bool:
+    """True when the question is negated and the sentence that matches its other terms best
+    is not: "What did X not do?" read against "X did Y." is answered with the opposite.
+
+    A negation anywhere in a multi-sentence answer is not enough: it has to sit in the
+    sentence the answer to the question comes from (ties go to the earlier sentence)."""
+    if not sentences or not any(t.negation for t in terms):
+        return False
+    asserted = [t for t in terms if not t.negation]
+    best = max(range(len(sentences)), key=lambda i: (coverage(asserted, sentences[i]), -i))
+    return not _NEGATION.search(sentences[best])
+
+
 def containment(part: frozenset[str], whole: frozenset[str]) -> float:
     return len(part & whole) / len(part) if part else 0.0
 

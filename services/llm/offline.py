@@ -57,6 +57,11 @@ REGENERATE_BELOW = 0.8  # seed 004's REFLECTION_MIN_SCORE
 # One unsupported sentence among well-covering ones still averages to ~0.8; an answer with
 # a claim the chunks do not support must never pass the threshold, whatever else it does.
 HALLUCINATION_CAP = 0.75
+# A negated question answered by a positive statement ("What is not X?" -> "Y is X.") is
+# grounded and covers the question's words, yet says the opposite of what was asked: it
+# scores no better than an unsupported claim, and grades "poor".
+POLARITY_CAP = UNSUPPORTED
+POLARITY_GRADE_CAP = 2
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
 
@@ -177,6 +182,9 @@ class OfflineBackend(AnswerBackend):
         score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
         if min(support) < UNSUPPORTED:
             score = min(score, HALLUCINATION_CAP)
+        opposite = lex.affirms_negated_question(terms, sentences)
+        if opposite:
+            score = min(score, POLARITY_CAP)
         deficits = {"grounding": GROUNDING_WEIGHT * (1 - grounding), "coverage": COVERAGE_WEIGHT * (1 - coverage),
                     "relevance": RELEVANCE_WEIGHT * (1 - relevance)}
         weakest = max(deficits, key=lambda k: deficits[k])
@@ -185,6 +193,8 @@ class OfflineBackend(AnswerBackend):
         weak_sentence = f"sentence {low + 1} is weakly supported ({support[low]:.2f})"
         if support[low] < UNSUPPORTED:  # an unsupported claim outranks everything else
             reason = weak_sentence + (f"; answer does not mention {lex.quoted_list(absent)}" if absent else "")
+        elif opposite:
+            reason = "the question is negated but the sentence that matches it best is not: it states the opposite"
         elif weakest == "coverage" and absent:
             reason = f"answer does not mention {lex.quoted_list(absent)} from the question"
         elif weakest == "relevance":
@@ -213,7 +223,8 @@ class OfflineBackend(AnswerBackend):
         return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
     def _grade(self, query: str, answer: str) -> Grade:
-        plain = " ".join(answer_sentences(answer))  # as reflect reads it: its embedding is cached
+        sentences = answer_sentences(answer)
+        plain = " ".join(sentences)  # as reflect reads it: its embedding is cached
         terms = lex.query_terms(query)
         coverage = lex.coverage(terms, plain) if plain else 0.0
         relevance = self._relevance(query, plain)
@@ -229,6 +240,8 @@ class OfflineBackend(AnswerBackend):
             score = 2
         else:
             score = 1
+        if lex.affirms_negated_question(terms, sentences):
+            score = min(score, POLARITY_GRADE_CAP)
         gaps = lex.missing(terms, [plain])
         # A follow-up query per gap: the missing term first, with the question's other terms.
         refinements = tuple(" ".join([gap, *[t.surface for t in terms if t.surface != gap][:4]]) for gap in gaps[:3])

@@ -284,3 +284,26 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
     assert not any(t.negation for t in lex.query_terms("Which axes did the controller calibrate?"))
     # The stem of a negated auxiliary is phrasing, not something an answer should repeat.
     assert [t.surface for t in lex.query_terms("Why didn't the axis move?")] == ["axis", "move", "not"]
+
+
+def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
+    from services.llm import _lexical as lex
+
+    terms = lex.query_terms("Which axes did the controller not calibrate?")
+    negated, positive = "The controller did not calibrate axes J5 and J6.", "The controller calibrated axes J1 to J6."
+    assert not lex.affirms_negated_question(terms, [negated])
+    assert lex.affirms_negated_question(terms, [positive])
+    # A negation in some other sentence of the answer does not turn the matching one around.
+    assert lex.affirms_negated_question(terms, [positive, "Grease is not needed."])
+    assert not lex.affirms_negated_question(lex.query_terms("Which axes did the controller calibrate?"), [positive])
+
+
+def test_a_positive_answer_to_a_negated_question_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
+    chunks = hits(["The controller calibrated axes J1 to J4 after the battery swap. Axes J5 and J6 were skipped."])
+    answer = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
+    asked_positive = "Which axes did the controller calibrate after the battery swap?"
+    asked_negated = "Which axes did the controller not calibrate after the battery swap?"
+    positive, negated = backend.reflect(asked_positive, answer, chunks), backend.reflect(asked_negated, answer, chunks)
+    assert negated.reflection_score <= 0.4 < positive.reflection_score
+    assert negated.needs_regeneration and "opposite" in negated.reflection_reason
+    assert backend.grade(asked_negated, answer).score <= 2 < backend.grade(asked_positive, answer).score
