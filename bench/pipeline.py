@@ -64,9 +64,11 @@ def main() -> None:
         answerable = rng.sample([q for q in questions if not q["metadata"]["is_impossible"]], args.per_class)
         unanswerable = rng.sample([q for q in questions if q["metadata"]["is_impossible"]], args.per_class)
         sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
-        backend = backend_for(settings)
         results: dict[str, dict] = {}
         for preset in args.presets.split(","):
+            # A fresh backend per preset: the offline backend caches sentence embeddings, and a
+            # preset timed after another would otherwise find them already computed.
+            backend = backend_for(settings)
             scores, labels, routes = [], [], Counter()
             stage_ms: dict[str, list[float]] = {s: [] for s in STAGES}
             with phase(f"{preset}: {len(sample)} questions", timings):
