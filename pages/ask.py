@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
+from pages.common import cached_corpus_stats, ensure_store, render_quote_in_chunk, require_sign_in, selected_preset, show_error
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
@@ -40,22 +39,6 @@ SIGNAL_LABELS = {"retrieval": "retrieval", "reflection": "reflection", "grade": 
 
 def answerable_questions(questions: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(q["text"]) for q in questions if (q.get("metadata") or {}).get("answerable", True)]
-
-
-def split_around(text: str, quote: str) -> tuple[str, str, str] | None:
-    """(before, quote as it appears, after), or None when the quote is not in the text.
-
-    Whitespace and case may differ (chunking and sentence splitting normalize spacing)."""
-    if not quote.strip():
-        return None
-    start = text.find(quote)
-    if start >= 0:
-        return text[:start], quote, text[start + len(quote):]
-    pattern = r"\s+".join(re.escape(token) for token in quote.split())
-    match = re.search(pattern, text, flags=re.IGNORECASE)
-    if match is None:
-        return None
-    return text[:match.start()], match.group(0), text[match.end():]
 
 
 def best_iteration(run: Run) -> Iteration:
@@ -242,22 +225,7 @@ def _render_answer(run: Run) -> None:
     for citation in run.citations:
         with st.expander(f"Citation [{int(citation['marker'])}]"):
             st.text(f"document {citation['external_id']} · chunk {citation['chunk_id']}")
-            _render_highlighted(texts.get(int(citation["chunk_id"]), ""), str(citation.get("quote", "")))
-
-
-def _render_highlighted(chunk_text: str, quote: str) -> None:
-    parts = split_around(chunk_text, quote)
-    if parts is None:
-        st.code(quote, language=None, wrap_lines=True)
-        st.caption("The quote was not found verbatim in the stored chunk; the chunk follows.")
-        st.text(chunk_text)
-        return
-    before, found, after = parts
-    if before.strip():
-        st.text(before.strip())
-    st.code(found, language=None, wrap_lines=True)
-    if after.strip():
-        st.text(after.strip())
+            render_quote_in_chunk(texts.get(int(citation["chunk_id"])), str(citation.get("quote", "")))
 
 
 def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration) -> None:

@@ -50,6 +50,38 @@ def show_error(error: Exception | str) -> None:
     st.error(as_plain(str(error)))
 
 
+def split_around(text: str, quote: str) -> tuple[str, str, str] | None:
+    """(before, quote as it appears, after), or None when the quote is not in the text.
+
+    Whitespace and case may differ (chunking and sentence splitting normalize spacing)."""
+    quote = quote.strip()
+    if not quote:
+        return None
+    start = text.find(quote)
+    if start >= 0:
+        return text[:start], quote, text[start + len(quote):]
+    match = re.search(r"\s+".join(re.escape(word) for word in quote.split()), text, flags=re.IGNORECASE)
+    return (text[:match.start()], match.group(0), text[match.end():]) if match else None
+
+
+def render_quote_in_chunk(chunk_text: str | None, quote: str) -> None:
+    """The cited chunk with its quoted passage set apart (`chunk_text` is None when the chunk is not stored)."""
+    parts = split_around(chunk_text, quote) if chunk_text else None
+    if parts is None:
+        st.code(quote, language=None, wrap_lines=True)
+        st.caption("The quoted passage was not found verbatim in the stored chunk." if chunk_text
+                   else "The cited chunk is not among the stored hits.")
+        if chunk_text:
+            st.text(chunk_text)
+        return
+    before, found, after = parts
+    if before.strip():
+        st.text(before.strip())
+    st.code(found, language=None, wrap_lines=True)
+    if after.strip():
+        st.text(after.strip())
+
+
 def _secrets() -> dict:
     try:
         return st.secrets.to_dict()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import as_plain, ensure_store, require_sign_in, show_error
+from pages.common import as_plain, ensure_store, render_quote_in_chunk, require_sign_in, show_error
 from services.auth import CurrentUser, require_reviewer
 from services.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
 from services.charts import review as review_charts
@@ -83,18 +82,6 @@ def history_frame(history: Sequence[Review]) -> pd.DataFrame:
          "corrected answer": h.corrected_answer}
         for h in history
     ])
-
-
-def split_quote(text: str, quote: str) -> tuple[str, str, str] | None:
-    """The chunk around the cited quote (before, quote, after); whitespace and case may differ."""
-    quote = quote.strip()
-    if not quote:
-        return None
-    start = text.find(quote)
-    if start >= 0:
-        return text[:start], quote, text[start + len(quote):]
-    match = re.search(r"\s+".join(re.escape(word) for word in quote.split()), text, flags=re.IGNORECASE)
-    return (text[:match.start()], match.group(0), text[match.end():]) if match else None
 
 
 def best_iteration(run: Run) -> Iteration | None:
@@ -269,20 +256,7 @@ def _render_citation(citation: Mapping[str, Any], hit: Mapping[str, Any] | None)
     with st.container(border=True):
         st.text(f"[{citation.get('marker')}] {citation.get('external_id')} — document {citation.get('document_id')}, "
                 f"chunk {citation.get('chunk_id')}")
-        parts = split_quote(hit.get("text", ""), citation.get("quote") or "") if hit else None
-        if parts is None:
-            st.code(citation.get("quote") or "", language=None, wrap_lines=True)
-            st.caption("The quoted passage was not found verbatim in the stored chunk." if hit
-                       else "The cited chunk is not among the stored hits.")
-            if hit:
-                st.text(hit.get("text", ""))
-            return
-        before, quote, after = parts
-        if before.strip():
-            st.text(before.strip())
-        st.code(quote, language=None, wrap_lines=True)
-        if after.strip():
-            st.text(after.strip())
+        render_quote_in_chunk(hit.get("text", "") if hit else None, citation.get("quote") or "")
 
 
 def _render_breakdown(run: Run, best: Iteration | None) -> None:

@@ -140,13 +140,17 @@ def test_empty_corpus_points_to_the_corpus_page(clean_db):
 
 # --- the page's pure helpers, without Streamlit ------------------------------------------------
 
-def test_split_around_finds_the_quote_even_with_different_spacing():
-    from pages.ask import split_around
+def test_split_around_finds_the_quote_despite_whitespace_and_case():
+    from pages.common import split_around
 
     chunk = "# SRVO-062\nSRVO-062 means the backup\nbattery dropped. Replace it."
     assert split_around(chunk, "Replace it.") == ("# SRVO-062\nSRVO-062 means the backup\nbattery dropped. ", "Replace it.", "")
     before, found, after = split_around(chunk, "the backup battery   dropped.")
     assert found == "the backup\nbattery dropped." and before.endswith("means ") and after == " Replace it."
+    assert split_around(chunk, "THE BACKUP battery") == ("# SRVO-062\nSRVO-062 means ", "the backup\nbattery",
+                                                         " dropped. Replace it.")
+    assert split_around(chunk, "  Replace it.\n") == ("# SRVO-062\nSRVO-062 means the backup\nbattery dropped. ",
+                                                       "Replace it.", "")
     assert split_around(chunk, "not in the chunk") is None and split_around(chunk, "  ") is None
 
 

@@ -319,16 +319,6 @@ def review_page():  # type: ignore[no-untyped-def]
     return review
 
 
-def test_split_quote_finds_the_passage_despite_whitespace_and_case():
-    split_quote = review_page().split_quote
-    text = "Intro line.\nReplace the   battery pack,\nthen remaster. Done."
-    assert split_quote(text, "Replace the   battery pack,") == ("Intro line.\n", "Replace the   battery pack,",
-                                                                "\nthen remaster. Done.")
-    assert split_quote(text, "replace the battery pack, then REMASTER.") == (
-        "Intro line.\n", "Replace the   battery pack,\nthen remaster.", " Done.")
-    assert split_quote(text, "not in the chunk") is None and split_quote(text, "  ") is None
-
-
 def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
     from services.errors import InputError
     from services.runs import STATUSES
