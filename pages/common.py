@@ -66,10 +66,10 @@ def split_around(text: str, quote: str) -> tuple[str, str, str] | None:
 
 def render_quote_in_chunk(chunk_text: str | None, quote: str) -> None:
     """The cited chunk with its quoted passage set apart (`chunk_text` is None when the chunk is not stored)."""
-    parts = split_around(chunk_text, quote) if chunk_text else None
+    parts = split_around(chunk_text, quote) if chunk_text is not None else None
     if parts is None:
         st.code(quote, language=None, wrap_lines=True)
-        st.caption("The quoted passage was not found verbatim in the stored chunk." if chunk_text
+        st.caption("The quoted passage was not found verbatim in the stored chunk." if chunk_text is not None
                    else "The cited chunk is not among the stored hits.")
         if chunk_text:
             st.text(chunk_text)
