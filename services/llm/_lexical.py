@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from services.chunking import split_sentences
 from services.entities import extract_entities, mentions
+from services.llm._opposites import turned_around
 from services.text import STOPWORDS, tokenize
 
 _WORD = re.compile(r"[^\W_]+")
@@ -234,17 +235,24 @@ def missing(terms: Sequence[Term], texts: Iterable[str]) -> list[str]:
     return [t.surface for t in terms if not any(covers(t, x, s) for x, s in zip(pool, pool_stems, strict=True))]
 
 
-def affirms_negated_question(terms: Sequence[Term], sentences: Sequence[str]) -> bool:
-    """True when the question is negated and the sentence that matches its other terms best
-    is not: "What did X not do?" read against "X did Y." is answered with the opposite.
+def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -> str | None:
+    """Why the sentence that matches the question best says the opposite of what it asks:
+    a negated question read against a positive statement ("What did X not do?" against
+    "X did Y."), or a question word turned around ("lowest" against "highest"). None when
+    it does not.
 
-    A negation anywhere in a multi-sentence answer is not enough: it has to sit in the
-    sentence the answer to the question comes from (ties go to the earlier sentence)."""
-    if not sentences or not any(t.negation for t in terms):
-        return False
+    The sentence that matches the question's other terms best decides (ties go to the
+    earlier one): a negation or opposite word anywhere else in the answer does not count."""
+    if not sentences:
+        return None
     asserted = [t for t in terms if not t.negation]
-    best = max(range(len(sentences)), key=lambda i: (coverage(asserted, sentences[i]), -i))
-    return not _NEGATION.search(sentences[best])
+    best = sentences[max(range(len(sentences)), key=lambda i: (coverage(asserted, sentences[i]), -i))]
+    if any(t.negation for t in terms) and not _NEGATION.search(best):
+        return "the question is negated but the sentence that matches it best is not: it states the opposite"
+    if opposite := turned_around(query, best):
+        return (f"the question asks about '{opposite[0]}' but the sentence that matches it best says "
+                f"'{opposite[1]}': it states the opposite")
+    return None
 
 
 def containment(part: frozenset[str], whole: frozenset[str]) -> float:

@@ -57,11 +57,12 @@ REGENERATE_BELOW = 0.8  # seed 004's REFLECTION_MIN_SCORE
 # One unsupported sentence among well-covering ones still averages to ~0.8; an answer with
 # a claim the chunks do not support must never pass the threshold, whatever else it does.
 HALLUCINATION_CAP = 0.75
-# A negated question answered by a positive statement ("What is not X?" -> "Y is X.") is
-# grounded and covers the question's words, yet says the opposite of what was asked: it
-# scores no better than an unsupported claim, and grades "poor".
-POLARITY_CAP = UNSUPPORTED
-POLARITY_GRADE_CAP = 2
+# An answer whose best-matching sentence says the opposite of what was asked (a positive
+# statement for a negated question, "highest" for "lowest") is grounded and covers the
+# question's words, yet does not answer it: it scores no better than an unsupported claim,
+# and grades "poor".
+CONTRADICTION_CAP = UNSUPPORTED
+CONTRADICTION_GRADE_CAP = 2
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
 
@@ -177,26 +178,29 @@ class OfflineBackend(AnswerBackend):
         support = _support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
         grounding = float(np.mean(support))
         terms = lex.query_terms(query)
-        coverage = lex.coverage(terms, plain)
+        addressing = _addressing_text(query, terms, sentences)
+        coverage = lex.coverage(terms, addressing)
         relevance = self._relevance(query, plain)
         score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
         if min(support) < UNSUPPORTED:
             score = min(score, HALLUCINATION_CAP)
-        opposite = lex.affirms_negated_question(terms, sentences)
-        if opposite:
-            score = min(score, POLARITY_CAP)
+        contradiction = lex.contradiction(query, terms, sentences)
+        if contradiction:
+            score = min(score, CONTRADICTION_CAP)
         deficits = {"grounding": GROUNDING_WEIGHT * (1 - grounding), "coverage": COVERAGE_WEIGHT * (1 - coverage),
                     "relevance": RELEVANCE_WEIGHT * (1 - relevance)}
         weakest = max(deficits, key=lambda k: deficits[k])
-        absent = lex.missing(terms, [plain])
+        absent = lex.missing(terms, [addressing])
         low = int(np.argmin(support))
         weak_sentence = f"sentence {low + 1} is weakly supported ({support[low]:.2f})"
         if support[low] < UNSUPPORTED:  # an unsupported claim outranks everything else
             reason = weak_sentence + (f"; answer does not mention {lex.quoted_list(absent)}" if absent else "")
-        elif opposite:
-            reason = "the question is negated but the sentence that matches it best is not: it states the opposite"
+        elif contradiction:
+            reason = contradiction
         elif weakest == "coverage" and absent:
-            reason = f"answer does not mention {lex.quoted_list(absent)} from the question"
+            reason = (f"answer does not mention {lex.quoted_list(absent)} from the question" if addressing == plain
+                      else f"no sentence of the answer names all the question asks about: the closest "
+                           f"does not mention {lex.quoted_list(absent)}")
         elif weakest == "relevance":
             reason = f"answer is only loosely related to the question (relevance {relevance:.2f})"
         else:
@@ -226,7 +230,8 @@ class OfflineBackend(AnswerBackend):
         sentences = answer_sentences(answer)
         plain = " ".join(sentences)  # as reflect reads it: its embedding is cached
         terms = lex.query_terms(query)
-        coverage = lex.coverage(terms, plain) if plain else 0.0
+        addressing = _addressing_text(query, terms, sentences)
+        coverage = lex.coverage(terms, addressing) if plain else 0.0
         relevance = self._relevance(query, plain)
         if not plain:
             score = 1
@@ -240,9 +245,9 @@ class OfflineBackend(AnswerBackend):
             score = 2
         else:
             score = 1
-        if lex.affirms_negated_question(terms, sentences):
-            score = min(score, POLARITY_GRADE_CAP)
-        gaps = lex.missing(terms, [plain])
+        if lex.contradiction(query, terms, sentences):
+            score = min(score, CONTRADICTION_GRADE_CAP)
+        gaps = lex.missing(terms, [addressing])
         # A follow-up query per gap: the missing term first, with the question's other terms.
         refinements = tuple(" ".join([gap, *[t.surface for t in terms if t.surface != gap][:4]]) for gap in gaps[:3])
         return Grade(score, tuple(gaps), refinements)
@@ -261,6 +266,19 @@ class OfflineBackend(AnswerBackend):
             for text in texts:
                 self._vectors.move_to_end(text)
             return np.stack([self._vectors[t] for t in texts])
+
+
+def _addressing_text(query: str, terms: Sequence[lex.Term], sentences: list[str]) -> str:
+    """The text that has to name what the question asks about: for a one-part question, the
+    answer's sentence that covers most of its terms; for a multi-part one, the whole answer.
+
+    A one-part question is answered by a statement about its subject. Its terms scattered
+    over several quoted sentences are not an answer: "How do viruses overcome barriers?"
+    read against "Bacteria overcome barriers by ... [1] ... bacteria and viruses ... [2]"."""
+    plain = " ".join(sentences)
+    if len(sentences) < 2 or len(lex.decompose(query)) > 1:
+        return plain
+    return max(sentences, key=lambda s: lex.coverage(terms, s))  # ties: the earlier sentence
 
 
 def _support_pool(sentences: list[str], chunks: Sequence[Hit]) -> list[str]:

@@ -289,13 +289,42 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
 def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
     from services.llm import _lexical as lex
 
-    terms = lex.query_terms("Which axes did the controller not calibrate?")
+    query = "Which axes did the controller not calibrate?"
+    terms = lex.query_terms(query)
     negated, positive = "The controller did not calibrate axes J5 and J6.", "The controller calibrated axes J1 to J6."
-    assert not lex.affirms_negated_question(terms, [negated])
-    assert lex.affirms_negated_question(terms, [positive])
+    assert lex.contradiction(query, terms, [negated]) is None
+    assert "negated" in (lex.contradiction(query, terms, [positive]) or "")
     # A negation in some other sentence of the answer does not turn the matching one around.
-    assert lex.affirms_negated_question(terms, [positive, "Grease is not needed."])
-    assert not lex.affirms_negated_question(lex.query_terms("Which axes did the controller calibrate?"), [positive])
+    assert lex.contradiction(query, terms, [positive, "Grease is not needed."]) is not None
+    asked_positive = "Which axes did the controller calibrate?"
+    assert lex.contradiction(asked_positive, lex.query_terms(asked_positive), [positive]) is None
+
+
+def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contradiction() -> None:
+    from services.llm import _lexical as lex
+
+    query = "Which axis has the lowest payload rating?"
+    terms = lex.query_terms(query)
+    highest = "Axis J6 has the highest payload rating of the arm."
+    reason = lex.contradiction(query, terms, [highest]) or ""
+    assert "'lowest'" in reason and "'highest'" in reason
+    assert lex.contradiction(query, terms, ["Axis J1 has the lowest payload rating of the arm."]) is None
+    # Only the sentence that matches the question best decides.
+    assert lex.contradiction(query, terms, ["Axis J1 has the lowest payload rating.", "Its highest speed is 2 m/s."]) is None
+
+
+def test_opposite_words_are_read_only_where_written_in_lower_case() -> None:
+    from services.llm._opposites import turned_around
+
+    assert turned_around("What happens before the battery swap?", "Calibration runs after the battery swap.") == (
+        "before", "after")
+    # Names: "South Carolina", "New York" are places, not directions or ages.
+    assert turned_around("Which port in South Carolina was used?", "The North Carolina port was used.") is None
+    assert turned_around("Which old port was used?", "The port of New York was used.") is None
+    # A question naming both sides contrasts them; it does not ask about one.
+    assert turned_around("Does it run before or after the swap?", "It runs after the swap.") is None
+    # A sentence's first word is read in lower case.
+    assert turned_around("What happens before the swap?", "After the swap, calibration runs.") == ("before", "after")
 
 
 def test_a_positive_answer_to_a_negated_question_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
@@ -307,3 +336,31 @@ def test_a_positive_answer_to_a_negated_question_is_neither_approved_nor_graded_
     assert negated.reflection_score <= 0.4 < positive.reflection_score
     assert negated.needs_regeneration and "opposite" in negated.reflection_reason
     assert backend.grade(asked_negated, answer).score <= 2 < backend.grade(asked_positive, answer).score
+
+
+def test_an_answer_about_the_opposite_of_what_was_asked_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
+    chunks = hits(["The controller calibrated axes J1 to J4 after the battery swap. Axes J5 and J6 were skipped."])
+    answer = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
+    asked = "Which axes did the controller calibrate after the battery swap?"
+    turned = "Which axes did the controller calibrate before the battery swap?"
+    straight, opposite = backend.reflect(asked, answer, chunks), backend.reflect(turned, answer, chunks)
+    assert opposite.reflection_score <= 0.4 < straight.reflection_score
+    assert opposite.needs_regeneration and "'before'" in opposite.reflection_reason
+    assert "'after'" in opposite.reflection_reason
+    assert backend.grade(turned, answer).score <= 2 < backend.grade(asked, answer).score
+
+
+def test_a_one_part_question_needs_one_sentence_that_names_what_it_asks_about(backend) -> None:  # type: ignore[no-untyped-def]
+    # "J6" and "payload rating" are both in the answer, but no one sentence says J6's rating.
+    chunks = hits(["Axis J1 carries a payload rating of 12 kg. Axis J6 holds the tool flange."])
+    scattered = "Axis J1 carries a payload rating of 12 kg. [1] Axis J6 holds the tool flange. [1]"
+    together = "Axis J6 carries a payload rating of 12 kg. [1] Axis J1 holds the tool flange. [1]"
+    chunks_together = hits(["Axis J6 carries a payload rating of 12 kg. Axis J1 holds the tool flange."])
+    query = "What payload rating does axis J6 carry?"
+    apart, joined = backend.reflect(query, scattered, chunks), backend.reflect(query, together, chunks_together)
+    assert apart.reflection_score < joined.reflection_score
+    assert "closest does not mention 'J6'" in apart.reflection_reason
+    assert "J6" in backend.grade(query, scattered).gaps and not backend.grade(query, together).gaps
+    # A two-part question is answered by its parts: each may sit in a sentence of its own.
+    two_part = "What payload rating does axis J1 carry and what does axis J6 hold?"
+    assert not backend.grade(two_part, scattered).gaps
