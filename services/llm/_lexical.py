@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from services.chunking import split_sentences
 from services.entities import extract_entities, mentions
-from services.llm._opposites import turned_around
+from services.llm._opposites import substituted, swapped_value, turned_around
 from services.text import STOPWORDS, tokenize
 
 _WORD = re.compile(r"[^\W_]+")
@@ -238,8 +238,9 @@ def missing(terms: Sequence[Term], texts: Iterable[str]) -> list[str]:
 def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -> str | None:
     """Why the sentence that matches the question best says the opposite of what it asks:
     a negated question read against a positive statement ("What did X not do?" against
-    "X did Y."), or a question word turned around ("lowest" against "highest"). None when
-    it does not.
+    "X did Y."), a question word turned around ("lowest" against "highest"), or a year,
+    ordinal or number swapped ("in 2014" against "in 2004"), or a word of the question's
+    phrase replaced ("killer B cells" against "killer T cells"). None when it does not.
 
     The sentence that matches the question's other terms best decides (ties go to the
     earlier one): a negation or opposite word anywhere else in the answer does not count."""
@@ -252,6 +253,12 @@ def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -
     if opposite := turned_around(query, best):
         return (f"the question asks about '{opposite[0]}' but the sentence that matches it best says "
                 f"'{opposite[1]}': it states the opposite")
+    if swapped := swapped_value(query, best):
+        return (f"the question names '{swapped[0]}' but the sentence that matches it best says "
+                f"'{swapped[1]}': it is about something else")
+    if replaced := substituted(query, best):
+        return (f"the sentence that matches the question best has '{replaced[1]}' where the question has "
+                f"'{replaced[0]}': it is about something else")
     return None
 
 

@@ -1,14 +1,19 @@
-"""Opposite words: a question asking about the "lowest" read against a sentence about the "highest".
+"""Opposites: a question asking about the "lowest" read against a sentence about the "highest",
+about 2014 against a sentence about 2004, or about "killer B cells" against "killer T cells".
 
 A question written to look answerable from a passage often reuses the passage's wording with
-one word turned around ("before" for "after", "inside" for "outside"). The sentence still
-covers every other term, so coverage and embedding similarity call it an answer; the one
-word it contradicts is what says it is not.
+one word turned around ("before" for "after", "inside" for "outside"), one value swapped
+(another year, "third" for "second", "Article 20" for "Article 12") or one word replaced in
+an otherwise identical phrase. The sentence still covers every other term, so coverage and
+embedding similarity call it an answer; the one word it contradicts is what says it is not.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+
+from services.text import STOPWORDS, tokenize
 
 _PAIRS = """
 more less; most least; higher lower; highest lowest; high low; larger smaller; largest smallest;
@@ -54,3 +59,125 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
         if found:
             return word, found[0]
     return None
+
+
+_ORDINAL_WORDS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())
+# A number joined to letters or hyphens is part of a code ("SRVO-021", "KR-P-0361"), a name
+# of its own rather than a value.
+_VALUE = re.compile(r"(?<![\w.,-])(\d[\d,]*(?:\.\d+)?)(st|nd|rd|th|'s|s)?(?![\w-])|\b[A-Za-z]+\b")
+_YEAR = re.compile(r"1\d{3}|20\d{2}")
+
+
+def _values(text: str) -> dict[str, set[str]]:
+    """The years, ordinals and other numbers a text names, by kind ("1980s" is the year 1980s)."""
+    found: dict[str, set[str]] = {"year": set(), "ordinal": set(), "number": set()}
+    for match in _VALUE.finditer(text):
+        digits, suffix = match.group(1), (match.group(2) or "").lower()
+        if digits is None:
+            if match.group(0).lower() in _ORDINAL_WORDS:
+                found["ordinal"].add(match.group(0).lower())
+            continue
+        digits = digits.replace(",", "").rstrip(".")
+        if suffix in ("st", "nd", "rd", "th"):
+            found["ordinal"].add(digits + suffix)
+        elif _YEAR.fullmatch(digits):
+            found["year"].add(digits + ("s" if suffix in ("s", "'s") else ""))
+        else:
+            found["number"].add(digits)
+    return found
+
+
+def swapped_value(question: str, sentence: str) -> tuple[str, str] | None:
+    """(value in the question, the different value of the same kind in the sentence) when the
+    sentence names another year, ordinal or number where the question names one; None when
+    it names the question's own (a decade like "1980s" is named by any of its years) or none
+    of that kind at all (then it is silent, not contradicting)."""
+    asked, said = _values(question), _values(sentence)
+    for kind, values in asked.items():
+        others = said[kind] - values
+        if not others:
+            continue
+        for value in sorted(values, key=question.find):
+            if value in said[kind] or (value.endswith("0s") and any(v.startswith(value[:3]) for v in said[kind])):
+                continue
+            return value, min(others, key=sentence.find)
+    return None
+
+
+_WORD = re.compile(r"[^\W_]+")
+_QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
+_CONTEXT_WORDS = 3  # how far a neighbouring phrase reaches for its nearest content word
+
+
+def substituted(question: str, sentence: str) -> tuple[str, str] | None:
+    """(question word, the word in its place in the sentence) when the sentence holds the
+    question's phrase around a content word with another content word in that place: "killer
+    B cells" against "Killer T cells", "two of Oppman's daughters" against "two of Triton's
+    daughters". None when every content word of the question is in the sentence, or no
+    missing one has both its neighbours there.
+
+    Both neighbouring phrases must match, each up to the nearest content word on its side
+    (a run of "of the" alone matches anything); numbers are swapped_value's; spelling
+    variants ("harmonise", "Jumièges", "Africa"/"African") are the same word, not a swap."""
+    asked, said = _WORD.findall(question), _WORD.findall(sentence)
+    said_folded = [_fold(w) for w in said]
+    for i, word in enumerate(asked):
+        if not _is_content(word) or any(_same_word(word, other) for other in said):
+            continue
+        left, right = _neighbours(asked, i, -1), _neighbours(asked, i, 1)
+        if left is None or right is None:
+            continue
+        for k in range(len(left), len(said) - len(right)):
+            if said_folded[k - len(left):k] == left and said_folded[k + 1:k + 1 + len(right)] == right:
+                replacement = said[k]
+                if _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
+                    return word, replacement
+    return None
+
+
+def _neighbours(words: list[str], index: int, step: int) -> list[str] | None:
+    """The folded words from `index` (exclusive) to the nearest content word in direction
+    `step`, in reading order; None when there is none within reach."""
+    found: list[str] = []
+    position = index + step
+    while 0 <= position < len(words) and len(found) < _CONTEXT_WORDS:
+        found.append(_fold(words[position]))
+        if _is_content(words[position]):
+            return found[::-1] if step < 0 else found
+        position += step
+    return None
+
+
+def _is_content(word: str) -> bool:
+    if len(word) == 1:
+        return word.isupper()  # "B" of "B cells" names something ("T" is no contraction's "t")
+    lowered = word.lower()
+    return not (lowered in STOPWORDS or lowered in _QUESTION_WORDS or any(c.isdigit() for c in word))
+
+
+def _fold(word: str) -> str:
+    """Lower case without accents: "Jumièges" and "Jumieges" are one name."""
+    return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower() or word.lower()
+
+
+def _same_word(a: str, b: str) -> bool:
+    """One word in two spellings: stems, British and American "-ise"/"-ize", a shortened form
+    ("Sept", "Africa" of "African"), or, for long words, a single typo."""
+    a, b = _fold(a).replace("is", "iz"), _fold(b).replace("is", "iz")
+    if a == b or tokenize(a) == tokenize(b) != []:
+        return True
+    shorter, longer = sorted((a, b), key=len)
+    if len(shorter) >= 3 and longer.startswith(shorter):
+        return True
+    return len(shorter) >= 6 and _one_edit(shorter, longer)
+
+
+def _one_edit(shorter: str, longer: str) -> bool:
+    """Whether one insertion, deletion, substitution or swap of neighbours turns one into the other."""
+    if len(longer) - len(shorter) > 1:
+        return False
+    if len(longer) > len(shorter):
+        return any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))
+    diff = [i for i in range(len(shorter)) if shorter[i] != longer[i]]
+    return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                              and shorter[diff[0]] == longer[diff[1]] and shorter[diff[1]] == longer[diff[0]])

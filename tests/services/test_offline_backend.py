@@ -364,3 +364,42 @@ def test_a_one_part_question_needs_one_sentence_that_names_what_it_asks_about(ba
     # A two-part question is answered by its parts: each may sit in a sentence of its own.
     two_part = "What payload rating does axis J1 carry and what does axis J6 hold?"
     assert not backend.grade(two_part, scattered).gaps
+
+
+def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_value() -> None:
+    from services.llm._opposites import swapped_value
+
+    assert swapped_value("Which robot was retired in 2014?", "The R-30 robot was retired in 2004.") == ("2014", "2004")
+    assert swapped_value("What does the third axis carry?", "The second axis carries the tool.") == ("third", "second")
+    assert swapped_value("What did Article 20 require?", "Article 12 required a recall.") == ("20", "12")
+    # The question's own value, a decade and one of its years, or a value of another kind is no swap.
+    assert swapped_value("Which robot was retired in 2014?", "In 2014 the R-30 was retired after 12 years.") is None
+    assert swapped_value("What changed in the 1980s?", "In 1984 the line was automated.") is None
+    assert swapped_value("Who first calibrated axis 3?", "Axis 3 was calibrated in 1999 by Ada.") is None
+    # Digits inside a code name the code: SRVO-021 and KR-P-0361 are not two values.
+    assert swapped_value("What does alarm SRVO-021 mean?", "Battery pack KR-P-0361 sits in the base.") is None
+
+
+def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> None:
+    from services.llm._opposites import substituted
+
+    assert substituted("What do killer B cells recognize?", "Killer T cells recognize antigens.") == ("B", "T")
+    assert substituted("What does the upper arm motor drive?", "The forearm motor drives the wrist.") is None  # one side only
+    # Spelling variants of one word are not a swap.
+    assert substituted("Who made Robert of Jumieges earl?", "Robert of Jumièges was made earl.") is None
+    assert substituted("How do they harmonize the rules?", "They harmonise the rules.") is None
+    # Every content word present: nothing was replaced.
+    assert substituted("What do killer T cells recognize?", "Killer T cells recognize antigens.") is None
+
+
+def test_an_answer_about_another_year_or_a_replaced_word_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
+    chunks = hits(["The R-30 controller was retired in 2004 after a recall. Killer T cells recognize infected cells."])
+    retired = "The R-30 controller was retired in 2004 after a recall. [1]"
+    straight = backend.reflect("When was the R-30 controller retired?", retired, chunks)
+    swapped = backend.reflect("Why was the R-30 controller retired in 2014?", retired, chunks)
+    assert swapped.reflection_score <= 0.4 < straight.reflection_score
+    assert "'2014'" in swapped.reflection_reason and "'2004'" in swapped.reflection_reason
+    cells = "Killer T cells recognize infected cells. [1]"
+    replaced = backend.reflect("What do killer B cells recognize?", cells, chunks)
+    assert replaced.reflection_score <= 0.4 < backend.reflect("What do killer T cells recognize?", cells, chunks).reflection_score
+    assert backend.grade("What do killer B cells recognize?", cells).score <= 2
