@@ -256,7 +256,7 @@ def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -
     if swapped := swapped_value(query, best):
         return (f"the question names '{swapped[0]}' but the sentence that matches it best says "
                 f"'{swapped[1]}': it is about something else")
-    if replaced := substituted(query, best):
+    if replaced := substituted(query, best, phrasing=_FILLER | _AUXILIARIES):
         return (f"the sentence that matches the question best has '{replaced[1]}' where the question has "
                 f"'{replaced[0]}': it is about something else")
     return None

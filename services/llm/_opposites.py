@@ -30,6 +30,21 @@ best worst; better worse; success failure; successful unsuccessful; win lose; wo
 accept reject; accepted rejected; agree refuse; agreed refused; allow prohibit; allowed prohibited;
 legal illegal; formal informal; direct indirect; public private; major minor; male female; men women;
 same different; true false; enhance diminish; gain loss; import export; imports exports;
+common rare; commonly rarely; frequent rare; enter exit; entered exited; include exclude; included excluded;
+support oppose; supported opposed; supporters opponents; ally enemy; allies enemies; absent present;
+buy sell; bought sold; reduce increase; reduced increased; expand shrink; rural urban; domestic foreign;
+birth death; born died; alive dead; living dead; deep shallow; wide narrow; thick thin; young old;
+younger older; youngest oldest; majority minority; wet dry; hard soft; easy difficult; simple complex;
+fewer more; give receive; gave received; send receive; sent received; lend borrow; attack defend;
+offensive defensive; father mother; son daughter; brother sister; husband wife; king queen; summer winter;
+day night; input output; horizontal vertical; odd even; plus minus; liberal conservative; win lose;
+wins loses; pass fail; passed failed; arrive depart; arrived departed; arrival departure; entrance exit;
+encourage discourage; encouraged discouraged; like dislike; agree disagree; appear disappear;
+appeared disappeared; upstream downstream; always never; everything nothing; remember forget;
+gained lost; create destroy; created destroyed; build demolish; built demolished; add remove;
+added removed; push pull; teach learn; approve reject; approved rejected; visible invisible;
+known unknown; official unofficial; predecessor successor; preceded followed; beginning end;
+finish start; started finished; future past; previous next; prior subsequent;
 """.strip()
 
 OPPOSITES: dict[str, frozenset[str]] = {}
@@ -109,22 +124,30 @@ _QUESTION_WORDS = frozenset("what how why when where which who whom whose".split
 _CONTEXT_WORDS = 3  # how far a neighbouring phrase reaches for its nearest content word
 
 
-def substituted(question: str, sentence: str) -> tuple[str, str] | None:
+def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(question word, the word in its place in the sentence) when the sentence holds the
     question's phrase around a content word with another content word in that place: "killer
     B cells" against "Killer T cells", "two of Oppman's daughters" against "two of Triton's
     daughters". None when every content word of the question is in the sentence, or no
-    missing one has both its neighbours there.
+    missing one has both its neighbours there. Words in `phrasing` ("mean" of "What does X
+    mean?") are how the question is asked, not what it is about: they are never replaced.
 
     Both neighbouring phrases must match, each up to the nearest content word on its side
-    (a run of "of the" alone matches anything); numbers are swapped_value's; spelling
+    (a run of "of the" alone matches anything), or for the question's first or last word the
+    one phrase it has, when that is two words or more ("top of a driver" against "top of a
+    boiler"); numbers are swapped_value's; spelling
     variants ("harmonise", "Jumièges", "Africa"/"African") are the same word, not a swap."""
     asked, said = _WORD.findall(question), _WORD.findall(sentence)
     said_folded = [_fold(w) for w in said]
     for i, word in enumerate(asked):
-        if not _is_content(word) or any(_same_word(word, other) for other in said):
+        if not _is_content(word) or word.lower() in phrasing or any(_same_word(word, other) for other in said):
             continue
         left, right = _neighbours(asked, i, -1), _neighbours(asked, i, 1)
+        # The question's first or last word has a phrase on one side only: two words of it.
+        if i == 0 and right is not None and len(right) >= 2:
+            left = []
+        if i == len(asked) - 1 and left is not None and len(left) >= 2:
+            right = []
         if left is None or right is None:
             continue
         for k in range(len(left), len(said) - len(right)):

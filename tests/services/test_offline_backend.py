@@ -385,6 +385,9 @@ def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> Non
 
     assert substituted("What do killer B cells recognize?", "Killer T cells recognize antigens.") == ("B", "T")
     assert substituted("What does the upper arm motor drive?", "The forearm motor drives the wrist.") is None  # one side only
+    # The question's last word has a phrase on one side only; two words of it are enough.
+    assert substituted("What sits in the top of a driver?", "A plug sits in the top of a boiler.") == ("driver", "boiler")
+    assert substituted("What is the name of a driver?", "A boiler is named.") is None
     # Spelling variants of one word are not a swap.
     assert substituted("Who made Robert of Jumieges earl?", "Robert of Jumièges was made earl.") is None
     assert substituted("How do they harmonize the rules?", "They harmonise the rules.") is None
