@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from services.chunking import split_sentences
 from services.entities import extract_entities, mentions
+from services.llm._morphology import related_in
 from services.llm._opposites import substituted, swapped_value, turned_around
 from services.text import STOPWORDS, tokenize
 
@@ -217,7 +218,7 @@ def covers(term: Term, text: str, text_stems: frozenset[str]) -> bool:
         return bool(_NEGATION.search(text))
     if term.entity and mentions(text, term.surface):
         return True
-    return all(s in text_stems for s in term.stems)
+    return all(s in text_stems or related_in(s, text_stems) for s in term.stems)
 
 
 def coverage(terms: Sequence[Term], text: str) -> float:

@@ -406,3 +406,13 @@ def test_an_answer_about_another_year_or_a_replaced_word_is_neither_approved_nor
     replaced = backend.reflect("What do killer B cells recognize?", cells, chunks)
     assert replaced.reflection_score <= 0.4 < backend.reflect("What do killer T cells recognize?", cells, chunks).reflection_score
     assert backend.grade("What do killer B cells recognize?", cells).score <= 2
+
+
+def test_irregular_and_derived_forms_cover_a_question_term() -> None:
+    from services.llm import _lexical as lex
+
+    began = "Thus, on 1 August 1944, the Warsaw Uprising began."
+    assert lex.coverage(lex.query_terms("When did the Warsaw Uprising begin?"), began) == 1.0
+    assert not lex.missing(lex.query_terms("When was the caliphate abolished?"), ["the abolition of the caliphate in 1924"])
+    # A shared beginning is not a shared root: "state" is not "station".
+    assert lex.missing(lex.query_terms("Which state was named?"), ["The station was named."]) == ["state"]
