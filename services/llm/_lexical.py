@@ -39,7 +39,8 @@ _VERBS = _AUXILIARIES | frozenset(
 # not composed of X" is not answered by "It is composed of X". Negation words are stopwords
 # to retrieval, so the query's negation becomes a term of its own that only a negated text
 # covers. The stems of negated auxiliaries ("didn" of "didn't") are phrasing, not terms.
-_NEGATION = re.compile(r"\b(?:not|no|never|nor|neither|none|nothing|without|cannot)\b|n[’']t\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|no|never|nor|neither|none|nothing|without|cannot|unable)\b|n[’']t\b",
+                       re.IGNORECASE)
 _NEGATED_AUXILIARIES = frozenset("isn aren wasn weren don doesn didn hasn haven hadn couldn shouldn wouldn mustn".split())
 _MIN_ANSWER_TOKENS = 3
 # A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.

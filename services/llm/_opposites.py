@@ -60,9 +60,11 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
     """(question word, its opposite in the sentence) when the sentence says the opposite of
     a word the question asks with; None otherwise.
 
-    Only words written in lower case count, on both sides: "South" of "South Carolina" and
-    "New" of "New York" name places (a sentence's first word is read in lower case). A
-    question naming both sides ("before or after") contrasts them rather than asking one.
+    Opposites are the pairs above and a word against itself with a negating prefix
+    ("non-local" against "local", "necessary" against "unnecessary"). Only words written in
+    lower case count for the pairs: "South" of "South Carolina" and "New" of "New York" name
+    places (a sentence's first word is read in lower case). A question naming both sides
+    ("before or after") contrasts them rather than asking one.
     """
     asked = set(_LOWER_WORD.findall(question))
     said = set(_LOWER_WORD.findall(sentence[:1].lower() + sentence[1:]))
@@ -73,6 +75,24 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
         found = sorted(opposites & said)
         if found:
             return word, found[0]
+    return _negated_by_prefix(question, sentence)
+
+
+_PREFIXED_WORD = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)*(?![\w-])")
+_NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il")  # not "in": "intake" is no "take"
+_MIN_ROOT = 4  # "unit" is not "it" negated
+
+
+def _negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
+    asked = {w.lower() for w in _PREFIXED_WORD.findall(question)}
+    said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
+    for word in sorted(asked - said, key=question.lower().find):
+        for prefix in _NEGATING_PREFIXES:
+            root = word.removeprefix(prefix)
+            if root != word and len(root) >= _MIN_ROOT and root in said and root not in asked:
+                return word, root
+            if len(word) >= _MIN_ROOT and prefix + word in said and prefix + word not in asked:
+                return word, prefix + word
     return None
 
 

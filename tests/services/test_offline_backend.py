@@ -416,3 +416,24 @@ def test_irregular_and_derived_forms_cover_a_question_term() -> None:
     assert not lex.missing(lex.query_terms("When was the caliphate abolished?"), ["the abolition of the caliphate in 1924"])
     # A shared beginning is not a shared root: "state" is not "station".
     assert lex.missing(lex.query_terms("Which state was named?"), ["The station was named."]) == ["state"]
+
+
+def test_a_negating_prefix_turns_a_word_around() -> None:
+    from services.llm._opposites import turned_around
+
+    assert turned_around("How were non-local networks set up?", "Local area networks were set up ad hoc.") == (
+        "non-local", "local")
+    assert turned_around("Which checks are necessary?", "The checks were unnecessary.") == ("necessary", "unnecessary")
+    # A root too short to be a word of its own, or a prefixed word the question also has, is no opposite.
+    assert turned_around("Which unit failed?", "It failed.") is None
+    assert turned_around("Is it legal or illegal?", "It is illegal.") is None
+
+
+def test_unable_negates_a_question() -> None:
+    from services.llm import _lexical as lex
+
+    query = "Which cells are unable to remember pathogens?"
+    terms = lex.query_terms(query)
+    assert any(t.negation for t in terms)
+    assert lex.contradiction(query, terms, ["Memory cells remember each pathogen."]) is not None
+    assert lex.contradiction(query, terms, ["Naive cells cannot remember pathogens."]) is None
