@@ -41,6 +41,8 @@ _VERBS = _AUXILIARIES | frozenset(
 # covers. The stems of negated auxiliaries ("didn" of "didn't") are phrasing, not terms.
 _NEGATION = re.compile(r"\b(?:not|no|never|nor|neither|none|nothing|without|cannot|unable)\b|n[’']t\b",
                        re.IGNORECASE)
+# "whether or not", "may or may not": a question naming both ways is not negated.
+_BOTH_WAYS = re.compile(r"\bor\s+(?:\w+\s+)?not\b", re.IGNORECASE)
 _NEGATED_AUXILIARIES = frozenset("isn aren wasn weren don doesn didn hasn haven hadn couldn shouldn wouldn mustn".split())
 _MIN_ANSWER_TOKENS = 3
 # A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.
@@ -204,7 +206,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
         if stem and stem[0] not in seen:
             seen.add(stem[0])
             terms.append(Term(word, (stem[0],), False))
-    if _NEGATION.search(query):
+    if _NEGATION.search(_BOTH_WAYS.sub(" ", query)):
         terms.append(Term("not", (), False, negation=True))
     return tuple(terms)
 

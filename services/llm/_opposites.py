@@ -45,6 +45,7 @@ gained lost; create destroy; created destroyed; build demolish; built demolished
 added removed; push pull; teach learn; approve reject; approved rejected; visible invisible;
 known unknown; official unofficial; predecessor successor; preceded followed; beginning end;
 finish start; started finished; future past; previous next; prior subsequent;
+take give; took gave; taken given;
 """.strip()
 
 OPPOSITES: dict[str, frozenset[str]] = {}
@@ -83,7 +84,11 @@ _NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il")  # not "in":
 _MIN_ROOT = 4  # "unit" is not "it" negated
 
 
+_NON_APART = re.compile(r"\bnon\s+(?=[^\W\d_])", re.IGNORECASE)  # "non shared" is "non-shared"
+
+
 def _negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
+    question, sentence = _NON_APART.sub("non-", question), _NON_APART.sub("non-", sentence)
     asked = {w.lower() for w in _PREFIXED_WORD.findall(question)}
     said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
     for word in sorted(asked - said, key=question.lower().find):

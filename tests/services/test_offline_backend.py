@@ -424,6 +424,8 @@ def test_a_negating_prefix_turns_a_word_around() -> None:
     assert turned_around("How were non-local networks set up?", "Local area networks were set up ad hoc.") == (
         "non-local", "local")
     assert turned_around("Which checks are necessary?", "The checks were unnecessary.") == ("necessary", "unnecessary")
+    assert turned_around("How are packets sent on a non shared medium?", "On a shared medium packets collide.") == (
+        "non-shared", "shared")
     # A root too short to be a word of its own, or a prefixed word the question also has, is no opposite.
     assert turned_around("Which unit failed?", "It failed.") is None
     assert turned_around("Is it legal or illegal?", "It is illegal.") is None
@@ -437,3 +439,11 @@ def test_unable_negates_a_question() -> None:
     assert any(t.negation for t in terms)
     assert lex.contradiction(query, terms, ["Memory cells remember each pathogen."]) is not None
     assert lex.contradiction(query, terms, ["Naive cells cannot remember pathogens."]) is None
+
+
+def test_a_question_naming_both_ways_is_not_negated() -> None:
+    from services.llm import _lexical as lex
+
+    assert not any(t.negation for t in lex.query_terms("What decides whether or not the axis moves?"))
+    assert not any(t.negation for t in lex.query_terms("What limits how fast a robot may or may not move?"))
+    assert any(t.negation for t in lex.query_terms("Which axes may not move?"))
