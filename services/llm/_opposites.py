@@ -15,6 +15,7 @@ import unicodedata
 
 from services.text import STOPWORDS, tokenize
 
+# Pairs a negating prefix already makes ("known"/"unknown") are left to _negated_by_prefix.
 _PAIRS = """
 more less; most least; higher lower; highest lowest; high low; larger smaller; largest smallest;
 large small; bigger smaller; biggest smallest; longer shorter; longest shortest; long short;
@@ -26,9 +27,9 @@ inside outside; inner outer; internal external; upper lower; above below; top bo
 north south; east west; northern southern; eastern western;
 strong weak; stronger weaker; strongest weakest; fast slow; faster slower; hot cold; warm cool;
 heavier lighter; rich poor; cheap expensive; positive negative; attractive repulsive; attraction repulsion;
-best worst; better worse; success failure; successful unsuccessful; win lose; won lost; victory defeat;
+best worst; better worse; success failure; win lose; won lost; victory defeat;
 accept reject; accepted rejected; agree refuse; agreed refused; allow prohibit; allowed prohibited;
-legal illegal; formal informal; direct indirect; public private; major minor; male female; men women;
+formal informal; direct indirect; public private; major minor; male female; men women;
 same different; true false; enhance diminish; gain loss; import export; imports exports;
 common rare; commonly rarely; frequent rare; enter exit; entered exited; include exclude; included excluded;
 support oppose; supported opposed; supporters opponents; ally enemy; allies enemies; absent present;
@@ -37,13 +38,12 @@ birth death; born died; alive dead; living dead; deep shallow; wide narrow; thic
 younger older; youngest oldest; majority minority; wet dry; hard soft; easy difficult; simple complex;
 fewer more; give receive; gave received; send receive; sent received; lend borrow; attack defend;
 offensive defensive; father mother; son daughter; brother sister; husband wife; king queen; summer winter;
-day night; input output; horizontal vertical; odd even; plus minus; liberal conservative; win lose;
+day night; input output; horizontal vertical; odd even; plus minus; liberal conservative;
 wins loses; pass fail; passed failed; arrive depart; arrived departed; arrival departure; entrance exit;
-encourage discourage; encouraged discouraged; like dislike; agree disagree; appear disappear;
-appeared disappeared; upstream downstream; always never; everything nothing; remember forget;
+encourage discourage; encouraged discouraged; upstream downstream; always never; everything nothing; remember forget;
 gained lost; create destroy; created destroyed; build demolish; built demolished; add remove;
 added removed; push pull; teach learn; approve reject; approved rejected; visible invisible;
-known unknown; official unofficial; predecessor successor; preceded followed; beginning end;
+predecessor successor; preceded followed; beginning end;
 finish start; started finished; future past; previous next; prior subsequent;
 take give; took gave; taken given;
 """.strip()
