@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +154,24 @@ def test_bad_queries_are_rejected_before_anything_is_stored(clean_db, query):
 def test_unknown_preset_is_an_input_error(clean_db):
     with pytest.raises(InputError):
         pipeline.run("q", "turbo", DEFAULT_PROFILE, backend=ScriptedBackend())
+
+
+def test_answerable_squad_questions_end_more_confident_than_unanswerable(clean_db, squad_collection: str,
+                                                                         squad_dir: Path) -> None:
+    """The offline backend's final confidence separates SQuAD 2.0's answerable questions from
+    the unanswerable ones written against the same paragraphs (bench/pipeline.py measures the
+    AUROC on 500 a class; this is the direction, on 25 a class spread over the file)."""
+    from services.llm.offline import OfflineBackend
+
+    lines = (squad_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line) for line in lines if line.strip()]
+    answerable = [q["text"] for q in questions if not q["metadata"]["is_impossible"]][::100][:25]
+    unanswerable = [q["text"] for q in questions if q["metadata"]["is_impossible"]][::100][:25]
+    backend = OfflineBackend()
+
+    def mean_confidence(texts: list[str]) -> float:
+        return statistics.mean(pipeline.run(text, "balanced", backend=backend, collection=squad_collection,
+                                            source="test").final_confidence for text in texts)
+
+    assert len(answerable) == len(unanswerable) == 25
+    assert mean_confidence(answerable) > mean_confidence(unanswerable)
