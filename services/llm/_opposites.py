@@ -45,7 +45,7 @@ gained lost; create destroy; created destroyed; build demolish; built demolished
 added removed; push pull; teach learn; approve reject; approved rejected; visible invisible;
 predecessor successor; preceded followed; beginning end;
 finish start; started finished; future past; previous next; prior subsequent;
-take give; took gave; taken given;
+take give; took gave; taken given; loose dense; loosely densely; loose tight;
 """.strip()
 
 OPPOSITES: dict[str, frozenset[str]] = {}
@@ -80,8 +80,9 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
 
 
 _PREFIXED_WORD = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)*(?![\w-])")
-_NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il")  # not "in": "intake" is no "take"
+_NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il", "in")
 _MIN_ROOT = 4  # "unit" is not "it" negated
+_MIN_IN_ROOT = 6  # "in" is a preposition too: "intake" is no "take", "indistinguishable" is
 
 
 _NON_APART = re.compile(r"\bnon\s+(?=[^\W\d_])", re.IGNORECASE)  # "non shared" is "non-shared"
@@ -93,15 +94,19 @@ def _negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
     said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
     for word in sorted(asked - said, key=question.lower().find):
         for prefix in _NEGATING_PREFIXES:
+            shortest = _MIN_IN_ROOT if prefix == "in" else _MIN_ROOT
             root = word.removeprefix(prefix)
-            if root != word and len(root) >= _MIN_ROOT and root in said and root not in asked:
+            if root != word and len(root) >= shortest and root in said and root not in asked:
                 return word, root
-            if len(word) >= _MIN_ROOT and prefix + word in said and prefix + word not in asked:
+            if len(word) >= shortest and prefix + word in said and prefix + word not in asked:
                 return word, prefix + word
     return None
 
 
 _ORDINAL_WORDS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())
+# Counts written out are counts ("three months" against "3 months"); "one" is left out, as it
+# is as often a pronoun ("one may adjust it").
+_CARDINAL_WORDS = {w: str(n) for n, w in enumerate("two three four five six seven eight nine ten eleven twelve".split(), 2)}
 # A number joined to letters or hyphens is part of a code ("SRVO-021", "KR-P-0361"), a name
 # of its own rather than a value.
 _VALUE = re.compile(r"(?<![\w.,-])(\d[\d,]*(?:\.\d+)?)(st|nd|rd|th|'s|s)?(?![\w-])|\b[A-Za-z]+\b")
@@ -114,8 +119,11 @@ def _values(text: str) -> dict[str, set[str]]:
     for match in _VALUE.finditer(text):
         digits, suffix = match.group(1), (match.group(2) or "").lower()
         if digits is None:
-            if match.group(0).lower() in _ORDINAL_WORDS:
-                found["ordinal"].add(match.group(0).lower())
+            word = match.group(0).lower()
+            if word in _ORDINAL_WORDS:
+                found["ordinal"].add(word)
+            elif word in _CARDINAL_WORDS:
+                found["number"].add(_CARDINAL_WORDS[word])
             continue
         digits = digits.replace(",", "").rstrip(".")
         if suffix in ("st", "nd", "rd", "th"):

@@ -372,6 +372,8 @@ def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_val
     assert swapped_value("Which robot was retired in 2014?", "The R-30 robot was retired in 2004.") == ("2014", "2004")
     assert swapped_value("What does the third axis carry?", "The second axis carries the tool.") == ("third", "second")
     assert swapped_value("What did Article 20 require?", "Article 12 required a recall.") == ("20", "12")
+    assert swapped_value("Which check runs every three months?", "The check runs every 6 months.") == ("3", "6")
+    assert swapped_value("Which check runs every three months?", "The check runs every 3 months.") is None
     # The question's own value, a decade and one of its years, or a value of another kind is no swap.
     assert swapped_value("Which robot was retired in 2014?", "In 2014 the R-30 was retired after 12 years.") is None
     assert swapped_value("What changed in the 1980s?", "In 1984 the line was automated.") is None
@@ -426,8 +428,11 @@ def test_a_negating_prefix_turns_a_word_around() -> None:
     assert turned_around("Which checks are necessary?", "The checks were unnecessary.") == ("necessary", "unnecessary")
     assert turned_around("How are packets sent on a non shared medium?", "On a shared medium packets collide.") == (
         "non-shared", "shared")
+    assert turned_around("Which two states are distinguishable?", "The two states are indistinguishable.") == (
+        "distinguishable", "indistinguishable")
     # A root too short to be a word of its own, or a prefixed word the question also has, is no opposite.
     assert turned_around("Which unit failed?", "It failed.") is None
+    assert turned_around("How are the takes recorded?", "The intakes are recorded.") is None
     assert turned_around("Is it legal or illegal?", "It is illegal.") is None
 
 
