@@ -242,7 +242,7 @@ def missing(terms: Sequence[Term], texts: Iterable[str]) -> list[str]:
 def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -> str | None:
     """Why the sentence that matches the question best says the opposite of what it asks:
     a negated question read against a positive statement ("What did X not do?" against
-    "X did Y."), a question word turned around ("lowest" against "highest"), or a year,
+    "X did Y."), a question word turned around ("lowest" against "highest"), a year,
     ordinal or number swapped ("in 2014" against "in 2004"), or a word of the question's
     phrase replaced ("killer B cells" against "killer T cells"). None when it does not.
 

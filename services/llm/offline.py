@@ -57,10 +57,10 @@ REGENERATE_BELOW = 0.8  # seed 004's REFLECTION_MIN_SCORE
 # One unsupported sentence among well-covering ones still averages to ~0.8; an answer with
 # a claim the chunks do not support must never pass the threshold, whatever else it does.
 HALLUCINATION_CAP = 0.75
-# An answer whose best-matching sentence says the opposite of what was asked (a positive
-# statement for a negated question, "highest" for "lowest") is grounded and covers the
-# question's words, yet does not answer it: it scores no better than an unsupported claim,
-# and grades "poor".
+# An answer whose best-matching sentence contradicts what was asked (a positive statement
+# for a negated question, "highest" for "lowest", 2004 for 2014, "T cells" for "B cells") is
+# grounded and covers the question's words, yet does not answer it: it scores no better than
+# an unsupported claim, and grades "poor".
 CONTRADICTION_CAP = UNSUPPORTED
 CONTRADICTION_GRADE_CAP = 2
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.

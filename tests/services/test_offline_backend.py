@@ -327,29 +327,6 @@ def test_opposite_words_are_read_only_where_written_in_lower_case() -> None:
     assert turned_around("What happens before the swap?", "After the swap, calibration runs.") == ("before", "after")
 
 
-def test_a_positive_answer_to_a_negated_question_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
-    chunks = hits(["The controller calibrated axes J1 to J4 after the battery swap. Axes J5 and J6 were skipped."])
-    answer = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
-    asked_positive = "Which axes did the controller calibrate after the battery swap?"
-    asked_negated = "Which axes did the controller not calibrate after the battery swap?"
-    positive, negated = backend.reflect(asked_positive, answer, chunks), backend.reflect(asked_negated, answer, chunks)
-    assert negated.reflection_score <= 0.4 < positive.reflection_score
-    assert negated.needs_regeneration and "opposite" in negated.reflection_reason
-    assert backend.grade(asked_negated, answer).score <= 2 < backend.grade(asked_positive, answer).score
-
-
-def test_an_answer_about_the_opposite_of_what_was_asked_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
-    chunks = hits(["The controller calibrated axes J1 to J4 after the battery swap. Axes J5 and J6 were skipped."])
-    answer = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
-    asked = "Which axes did the controller calibrate after the battery swap?"
-    turned = "Which axes did the controller calibrate before the battery swap?"
-    straight, opposite = backend.reflect(asked, answer, chunks), backend.reflect(turned, answer, chunks)
-    assert opposite.reflection_score <= 0.4 < straight.reflection_score
-    assert opposite.needs_regeneration and "'before'" in opposite.reflection_reason
-    assert "'after'" in opposite.reflection_reason
-    assert backend.grade(turned, answer).score <= 2 < backend.grade(asked, answer).score
-
-
 def test_a_one_part_question_needs_one_sentence_that_names_what_it_asks_about(backend) -> None:  # type: ignore[no-untyped-def]
     # "J6" and "payload rating" are both in the answer, but no one sentence says J6's rating.
     chunks = hits(["Axis J1 carries a payload rating of 12 kg. Axis J6 holds the tool flange."])
@@ -397,19 +374,6 @@ def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> Non
     assert substituted("What do killer T cells recognize?", "Killer T cells recognize antigens.") is None
 
 
-def test_an_answer_about_another_year_or_a_replaced_word_is_neither_approved_nor_graded_well(backend) -> None:  # type: ignore[no-untyped-def]
-    chunks = hits(["The R-30 controller was retired in 2004 after a recall. Killer T cells recognize infected cells."])
-    retired = "The R-30 controller was retired in 2004 after a recall. [1]"
-    straight = backend.reflect("When was the R-30 controller retired?", retired, chunks)
-    swapped = backend.reflect("Why was the R-30 controller retired in 2014?", retired, chunks)
-    assert swapped.reflection_score <= 0.4 < straight.reflection_score
-    assert "'2014'" in swapped.reflection_reason and "'2004'" in swapped.reflection_reason
-    cells = "Killer T cells recognize infected cells. [1]"
-    replaced = backend.reflect("What do killer B cells recognize?", cells, chunks)
-    assert replaced.reflection_score <= 0.4 < backend.reflect("What do killer T cells recognize?", cells, chunks).reflection_score
-    assert backend.grade("What do killer B cells recognize?", cells).score <= 2
-
-
 def test_irregular_and_derived_forms_cover_a_question_term() -> None:
     from services.llm import _lexical as lex
 
@@ -452,3 +416,26 @@ def test_a_question_naming_both_ways_is_not_negated() -> None:
     assert not any(t.negation for t in lex.query_terms("What decides whether or not the axis moves?"))
     assert not any(t.negation for t in lex.query_terms("What limits how fast a robot may or may not move?"))
     assert any(t.negation for t in lex.query_terms("Which axes may not move?"))
+
+
+SWAP = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
+RETIRED = "The R-30 controller was retired in 2004 after a recall. [1]"
+KILLER = "Killer T cells recognize infected cells. [1]"
+
+
+@pytest.mark.parametrize(("answer", "asked", "contradicting", "named"), [
+    (SWAP, "Which axes did the controller calibrate after the battery swap?",
+     "Which axes did the controller not calibrate after the battery swap?", ("negated", "opposite")),
+    (SWAP, "Which axes did the controller calibrate after the battery swap?",
+     "Which axes did the controller calibrate before the battery swap?", ("'before'", "'after'")),
+    (RETIRED, "Why was the R-30 controller retired in 2004?", "Why was the R-30 controller retired in 2014?",
+     ("'2014'", "'2004'")),
+    (KILLER, "What do killer T cells recognize?", "What do killer B cells recognize?", ("'B'", "'T'")),
+])
+def test_an_answer_contradicting_the_question_is_neither_approved_nor_graded_well(  # type: ignore[no-untyped-def]
+        backend, answer: str, asked: str, contradicting: str, named: tuple[str, ...]) -> None:
+    chunks = hits([re.sub(r" \[1\]$", " Axes J5 and J6 were skipped.", answer)])
+    straight, contradicted = backend.reflect(asked, answer, chunks), backend.reflect(contradicting, answer, chunks)
+    assert contradicted.reflection_score <= 0.4 < straight.reflection_score
+    assert contradicted.needs_regeneration and all(word in contradicted.reflection_reason for word in named)
+    assert backend.grade(contradicting, answer).score <= 2 < backend.grade(asked, answer).score
