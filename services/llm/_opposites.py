@@ -162,44 +162,52 @@ def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = froz
     question's phrase around a content word with another content word in that place: "killer
     B cells" against "Killer T cells", "two of Oppman's daughters" against "two of Triton's
     daughters". None when every content word of the question is in the sentence, or no
-    missing one has both its neighbours there. Words in `phrasing` ("mean" of "What does X
+    missing one has its neighbours there. Words in `phrasing` ("mean" of "What does X
     mean?") are how the question is asked, not what it is about: they are never replaced.
 
     Both neighbouring phrases must match, each up to the nearest content word on its side
-    (a run of "of the" alone matches anything), or for the question's first or last word the
-    one phrase it has, when that is two words or more ("top of a driver" against "top of a
-    boiler"); numbers are swapped_value's; spelling
-    variants ("harmonise", "Jumièges", "Africa"/"African") are the same word, not a swap."""
+    (a run of "of the" alone matches anything). One side is enough for the question's first
+    or last word when its phrase is two words or more ("top of a driver" against "top of a
+    boiler"), and for a name replaced by a name when the phrase reaches two content words
+    ("the American Union law" against "European Union law"). Numbers are swapped_value's;
+    spelling variants ("harmonise", "Jumièges", "Africa"/"African") are the same word."""
     asked, said = _WORD.findall(question), _WORD.findall(sentence)
     said_folded = [_fold(w) for w in said]
     for i, word in enumerate(asked):
         if not _is_content(word) or word.lower() in phrasing or any(_same_word(word, other) for other in said):
             continue
         left, right = _neighbours(asked, i, -1), _neighbours(asked, i, 1)
-        # The question's first or last word has a phrase on one side only: two words of it.
         if i == 0 and right is not None and len(right) >= 2:
             left = []
         if i == len(asked) - 1 and left is not None and len(left) >= 2:
             right = []
-        if left is None or right is None:
-            continue
-        for k in range(len(left), len(said) - len(right)):
-            if said_folded[k - len(left):k] == left and said_folded[k + 1:k + 1 + len(right)] == right:
+        sides = [(left, right)] if left is not None and right is not None else []
+        if i > 0 and word[:1].isupper():  # a name: its phrase on either side will do
+            sides += [(phrase, []) for phrase in [_neighbours(asked, i, -1, content_words=2)] if phrase]
+            sides += [([], phrase) for phrase in [_neighbours(asked, i, 1, content_words=2)] if phrase]
+        for before, after in sides:
+            for k in range(len(before), len(said) - len(after)):
+                if said_folded[k - len(before):k] != before or said_folded[k + 1:k + 1 + len(after)] != after:
+                    continue
                 replacement = said[k]
-                if _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
+                if (before and after or not word[:1].isupper() or (k > 0 and replacement[:1].isupper())) and \
+                        _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
                     return word, replacement
     return None
 
 
-def _neighbours(words: list[str], index: int, step: int) -> list[str] | None:
-    """The folded words from `index` (exclusive) to the nearest content word in direction
-    `step`, in reading order; None when there is none within reach."""
+def _neighbours(words: list[str], index: int, step: int, *, content_words: int = 1) -> list[str] | None:
+    """The folded words from `index` (exclusive) through the `content_words`-th content word
+    in direction `step`, in reading order; None when they are not within reach."""
     found: list[str] = []
+    seen = 0
     position = index + step
-    while 0 <= position < len(words) and len(found) < _CONTEXT_WORDS:
+    while 0 <= position < len(words) and len(found) < _CONTEXT_WORDS + content_words - 1:
         found.append(_fold(words[position]))
         if _is_content(words[position]):
-            return found[::-1] if step < 0 else found
+            seen += 1
+            if seen == content_words:
+                return found[::-1] if step < 0 else found
         position += step
     return None
 

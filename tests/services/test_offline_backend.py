@@ -367,6 +367,10 @@ def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> Non
     # The question's last word has a phrase on one side only; two words of it are enough.
     assert substituted("What sits in the top of a driver?", "A plug sits in the top of a boiler.") == ("driver", "boiler")
     assert substituted("What is the name of a driver?", "A boiler is named.") is None
+    # A name replaced by a name needs its phrase on one side only, reaching two content words.
+    assert substituted("Who can enforce the American Union law?", "The European Union law is enforced by courts.") == (
+        "American", "European")
+    assert substituted("Who can enforce the american union law?", "The European union law is enforced.") is None
     # Spelling variants of one word are not a swap.
     assert substituted("Who made Robert of Jumieges earl?", "Robert of Jumièges was made earl.") is None
     assert substituted("How do they harmonize the rules?", "They harmonise the rules.") is None
