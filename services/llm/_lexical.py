@@ -21,12 +21,16 @@ _HEADING = re.compile(r"^\s*#{1,6}\s")
 _TABLE_SEPARATOR = re.compile(r"\|(?:\s*:?-{3,}:?\s*\|)+")
 _QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
 _AUXILIARIES = frozenset("is are was were do does did can could should would will has have had must may might".split())
-# Words a question is phrased with rather than about: an answer need not repeat them.
+# Words a question is phrased with rather than about: an answer need not repeat them. The
+# second group names the kind of answer wanted ("What type of", "In what year", "the name
+# of", "an example of", "What is X called"): the answer gives the thing, not the word.
 _FILLER = frozenset(
     """often much many long mean means meaning take takes get gets getting need needs know tell
     explain describe happen happens use used using way also else exactly possible please make makes
     come comes keep keeps kept more most before after between because must done up any some all
-    each other only just""".split()
+    each other only just
+    type types kind kinds sort sorts year years date century decade name names term terms called
+    example examples percentage percent number amount whose along commonly typically""".split()
 )
 _VERBS = _AUXILIARIES | frozenset(
     """be been mean means cause causes happen happens need take takes work works raise raised go

@@ -443,3 +443,12 @@ def test_an_answer_contradicting_the_question_is_neither_approved_nor_graded_wel
     assert contradicted.reflection_score <= 0.4 < straight.reflection_score
     assert contradicted.needs_regeneration and all(word in contradicted.reflection_reason for word in named)
     assert backend.grade(contradicting, answer).score <= 2 < backend.grade(asked, answer).score
+
+
+def test_words_naming_the_kind_of_answer_wanted_are_not_terms_an_answer_must_repeat() -> None:
+    from services.llm import _lexical as lex
+
+    surfaces = [t.surface for t in lex.query_terms("In what year was the name of the valve type changed?")]
+    assert surfaces == ["valve", "changed"]
+    answer = "The relief valve was renamed, and its design changed in 1952."
+    assert lex.coverage(lex.query_terms("What type of valve changed in 1952?"), answer) == 1.0
