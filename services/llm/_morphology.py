@@ -8,7 +8,7 @@ term a gap.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from functools import lru_cache
 
 from services.text import tokenize
 
@@ -51,7 +51,20 @@ def shares_root(a: str, b: str) -> bool:
     return common >= _ROOT_LETTERS and common >= _ROOT_SHARE * min(len(a), len(b))
 
 
-def related_in(stem: str, stems: Collection[str]) -> bool:
+def related_in(stem: str, stems: frozenset[str]) -> bool:
     """Whether `stems` hold `stem` in another form: an irregular past or a derivation."""
-    base = base_form(stem)
-    return any(base_form(other) == base or shares_root(stem, other) for other in stems)
+    bases, by_root = _index(stems)
+    if base_form(stem) in bases:
+        return True
+    return any(shares_root(stem, other) for other in by_root.get(stem[:_ROOT_LETTERS], ()))
+
+
+@lru_cache(maxsize=4096)
+def _index(stems: frozenset[str]) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    """The base forms of `stems`, and `stems` by their first letters: a text's stems are read
+    once for every question term checked against it (a frozenset keeps its hash)."""
+    by_root: dict[str, list[str]] = {}
+    for other in stems:
+        if len(other) >= _ROOT_LETTERS:
+            by_root.setdefault(other[:_ROOT_LETTERS], []).append(other)
+    return frozenset(map(base_form, stems)), {k: tuple(v) for k, v in by_root.items()}
