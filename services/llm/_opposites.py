@@ -18,34 +18,33 @@ from services.text import STOPWORDS, tokenize
 # Pairs a negating prefix already makes ("known"/"unknown") are left to _negated_by_prefix.
 _PAIRS = """
 more less; most least; higher lower; highest lowest; high low; larger smaller; largest smallest;
-large small; bigger smaller; biggest smallest; longer shorter; longest shortest; long short;
-greater lesser; greatest least; maximum minimum; increase decrease; increases decreases;
-increased decreased; increasing decreasing; rise fall; rises falls; raised lowered;
-first last; before after; earlier later; earliest latest; early late; older newer; oldest newest;
-old new; ancient modern; start end; began ended; begin end; open closed; opened closed;
-inside outside; inner outer; internal external; upper lower; above below; top bottom;
-north south; east west; northern southern; eastern western;
-strong weak; stronger weaker; strongest weakest; fast slow; faster slower; hot cold; warm cool;
-heavier lighter; rich poor; cheap expensive; positive negative; attractive repulsive; attraction repulsion;
-best worst; better worse; success failure; win lose; won lost; victory defeat;
+large small; bigger smaller; biggest smallest; longer shorter; longest shortest; long short; greater
+lesser; greatest least; maximum minimum; increase decrease; increases decreases; increased
+decreased; increasing decreasing; rise fall; rises falls; raised lowered; first last; before after;
+earlier later; earliest latest; early late; older newer; oldest newest; old new; ancient modern;
+start end; began ended; begin end; open closed; opened closed; inside outside; inner outer; internal
+external; upper lower; above below; top bottom; north south; east west; northern southern; eastern
+western; strong weak; stronger weaker; strongest weakest; fast slow; faster slower; hot cold; warm
+cool; heavier lighter; rich poor; cheap expensive; positive negative; attractive repulsive;
+attraction repulsion; best worst; better worse; success failure; win lose; won lost; victory defeat;
 accept reject; accepted rejected; agree refuse; agreed refused; allow prohibit; allowed prohibited;
-formal informal; direct indirect; public private; major minor; male female; men women;
-same different; true false; enhance diminish; gain loss; import export; imports exports;
-common rare; commonly rarely; frequent rare; enter exit; entered exited; include exclude; included excluded;
+formal informal; direct indirect; public private; major minor; male female; men women; same
+different; true false; enhance diminish; gain loss; import export; imports exports; common rare;
+commonly rarely; frequent rare; enter exit; entered exited; include exclude; included excluded;
 support oppose; supported opposed; supporters opponents; ally enemy; allies enemies; absent present;
-buy sell; bought sold; reduce increase; reduced increased; expand shrink; rural urban; domestic foreign;
-birth death; born died; alive dead; living dead; deep shallow; wide narrow; thick thin; young old;
-younger older; youngest oldest; majority minority; wet dry; hard soft; easy difficult; simple complex;
-fewer more; give receive; gave received; send receive; sent received; lend borrow; attack defend;
-offensive defensive; father mother; son daughter; brother sister; husband wife; king queen; summer winter;
-day night; input output; horizontal vertical; odd even; plus minus; liberal conservative;
-wins loses; pass fail; passed failed; arrive depart; arrived departed; arrival departure; entrance exit;
-encourage discourage; encouraged discouraged; upstream downstream; always never; everything nothing; remember forget;
-gained lost; create destroy; created destroyed; build demolish; built demolished; add remove;
-added removed; push pull; teach learn; approve reject; approved rejected; visible invisible;
-predecessor successor; preceded followed; beginning end;
-finish start; started finished; future past; previous next; prior subsequent;
-take give; took gave; taken given; loose dense; loosely densely; loose tight;
+buy sell; bought sold; reduce increase; reduced increased; expand shrink; rural urban; domestic
+foreign; birth death; born died; alive dead; living dead; deep shallow; wide narrow; thick thin;
+young old; younger older; youngest oldest; majority minority; wet dry; hard soft; easy difficult;
+simple complex; fewer more; give receive; gave received; send receive; sent received; lend borrow;
+attack defend; offensive defensive; father mother; son daughter; brother sister; husband wife; king
+queen; summer winter; day night; input output; horizontal vertical; odd even; plus minus; liberal
+conservative; wins loses; pass fail; passed failed; arrive depart; arrived departed; arrival
+departure; entrance exit; encourage discourage; encouraged discouraged; upstream downstream; always
+never; everything nothing; remember forget; gained lost; create destroy; created destroyed; build
+demolish; built demolished; add remove; added removed; push pull; teach learn; approve reject;
+approved rejected; visible invisible; predecessor successor; preceded followed; beginning end;
+finish start; started finished; future past; previous next; prior subsequent; take give; took gave;
+taken given; loose dense; loosely densely; loose tight;
 """.strip()
 
 OPPOSITES: dict[str, frozenset[str]] = {}
@@ -83,8 +82,6 @@ _PREFIXED_WORD = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)*(?![\w-])")
 _NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il", "in")
 _MIN_ROOT = 4  # "unit" is not "it" negated
 _MIN_IN_ROOT = 6  # "in" is a preposition too: "intake" is no "take", "indistinguishable" is
-
-
 _NON_APART = re.compile(r"\bnon\s+(?=[^\W\d_])", re.IGNORECASE)  # "non shared" is "non-shared"
 
 
