@@ -13,13 +13,13 @@ from services.chunking import split_sentences
 from services.entities import extract_entities, mentions
 from services.llm._morphology import related_in
 from services.llm._opposites import substituted, swapped_value, turned_around
+from services.llm._words import QUESTION_WORDS as _QUESTION_WORDS
+from services.llm._words import WORD as _WORD
 from services.text import STOPWORDS, tokenize
 
-_WORD = re.compile(r"[^\W_]+")
 _LEADING_MARKER = re.compile(r"^\s*(?:#{1,6}|[-*+]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _TABLE_SEPARATOR = re.compile(r"\|(?:\s*:?-{3,}:?\s*\|)+")
-_QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
 _AUXILIARIES = frozenset("is are was were do does did can could should would will has have had must may might".split())
 # Words a question is phrased with rather than about: an answer need not repeat them. The
 # second group names the kind of answer wanted ("What type of", "In what year", "the name

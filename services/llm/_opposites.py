@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from services.llm._words import QUESTION_WORDS, WORD
 from services.text import STOPWORDS, tokenize
 
 # Pairs a negating prefix already makes ("known"/"unknown") are left to _negated_by_prefix.
@@ -89,7 +90,8 @@ def _negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
     question, sentence = _NON_APART.sub("non-", question), _NON_APART.sub("non-", sentence)
     asked = {w.lower() for w in _PREFIXED_WORD.findall(question)}
     said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
-    for word in sorted(asked - said, key=question.lower().find):
+    lowered = question.lower()
+    for word in sorted(asked - said, key=lowered.find):
         for prefix in _NEGATING_PREFIXES:
             shortest = _MIN_IN_ROOT if prefix == "in" else _MIN_ROOT
             root = word.removeprefix(prefix)
@@ -149,8 +151,6 @@ def swapped_value(question: str, sentence: str) -> tuple[str, str] | None:
     return None
 
 
-_WORD = re.compile(r"[^\W_]+")
-_QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
 _CONTEXT_WORDS = 3  # how far a neighbouring phrase reaches for its nearest content word
 
 
@@ -168,7 +168,7 @@ def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = froz
     boiler"), and for a name replaced by a name when the phrase reaches two content words
     ("the American Union law" against "European Union law"). Numbers are swapped_value's;
     spelling variants ("harmonise", "Jumièges", "Africa"/"African") are the same word."""
-    asked, said = _WORD.findall(question), _WORD.findall(sentence)
+    asked, said = WORD.findall(question), WORD.findall(sentence)
     said_folded = [_fold(w) for w in said]
     for i, word in enumerate(asked):
         if not _is_content(word) or word.lower() in phrasing or any(_same_word(word, other) for other in said):
@@ -187,8 +187,11 @@ def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = froz
                 if said_folded[k - len(before):k] != before or said_folded[k + 1:k + 1 + len(after)] != after:
                     continue
                 replacement = said[k]
-                if (before and after or not word[:1].isupper() or (k > 0 and replacement[:1].isupper())) and \
-                        _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
+                # A name matched on one side only must be replaced by a name (not a sentence's first word).
+                by_name = word[:1].isupper() and not (before and after)
+                if by_name and not (k > 0 and replacement[:1].isupper()):
+                    continue
+                if _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
                     return word, replacement
     return None
 
@@ -213,7 +216,7 @@ def _is_content(word: str) -> bool:
     if len(word) == 1:
         return word.isupper()  # "B" of "B cells" names something ("T" is no contraction's "t")
     lowered = word.lower()
-    return not (lowered in STOPWORDS or lowered in _QUESTION_WORDS or any(c.isdigit() for c in word))
+    return not (lowered in STOPWORDS or lowered in QUESTION_WORDS or any(c.isdigit() for c in word))
 
 
 def _fold(word: str) -> str:
