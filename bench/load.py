@@ -4,7 +4,7 @@ a fixed time, then every outcome is checked against the append-only history.
     python bench/load.py [--reviewers 20] [--seconds 30] [--processes] [--runs 50]
 
 Each action reads the run's review version, thinks 0-20 ms, and saves over that version
-(services.review, optimistic locking): it lands or gets a ConflictError. Reviewers are
+(services.review.queue, optimistic locking): it lands or gets a ConflictError. Reviewers are
 threads of this process, or with --processes one process each, against one database (a
 fresh embedded data dir, or DATABASE_URL).
 
@@ -51,7 +51,7 @@ _CURRENT = "SELECT id, status, review_version, reviewer, review_comment, flag_re
 
 def _shared_run(i: int):  # type: ignore[no-untyped-def]
     """A stored-run shape as the pipeline leaves it, minus iterations (reviews never read them)."""
-    from services.runs import Run
+    from services.answering.runs import Run
 
     return Run(
         query=f"Load question {i}: how often are the pump seals inspected?", preset="balanced", collection="default",
@@ -66,7 +66,7 @@ def _shared_run(i: int):  # type: ignore[no-untyped-def]
 
 def _act(rng: random.Random, reviewer: str, seq: int, run_ids: list[int], think_s: float) -> dict[str, Any]:
     from services.errors import ConflictError
-    from services.review import FLAG_REASONS, current_review_state, submit_review
+    from services.review.queue import FLAG_REASONS, current_review_state, submit_review
 
     run_id = rng.choice(run_ids)
     action = rng.choice(("approve", "flag", "correct"))
@@ -198,8 +198,8 @@ def main() -> None:
 
     data_dir, created = make_data_dir(args.data_dir)
     os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object; children inherit it
-    from db import get_settings
-    from services.runs import save_run
+    from services.answering.runs import save_run
+    from services.settings import get_settings
     from services.store import get_engine, transaction
 
     get_settings.cache_clear()

@@ -50,10 +50,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sklearn.metrics import roc_auc_score
 
-    from db import get_settings
-    from services import pipeline
-    from services.ingest import ingest_paths
-    from services.llm.backends import backend_for
+    from services.answering import pipeline
+    from services.answering.llm.backends import backend_for
+    from services.corpus.ingest import ingest_paths
+    from services.settings import get_settings
 
     get_settings.cache_clear()
     settings = get_settings()

@@ -99,8 +99,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from services import embedding
-    from services.ingest import indexed_text
+    from services.corpus.ingest import indexed_text
+    from services.retrieval import embedding
     from services.store import get_engine
 
     with phase("start store and migrate", timings):
@@ -223,7 +223,7 @@ def _sample_queries(n: int) -> list[str]:
 
 def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  # type: ignore[no-untyped-def]
     """Wall ms per query, the results, and CPU ms per query (client + server; None if unknown)."""
-    from services.retrieval import default_params, search_in_session
+    from services.retrieval.search import default_params, search_in_session
     from services.store import transaction
 
     params = default_params(settings, mode=mode, k=10, collection=COLLECTION)
@@ -272,9 +272,9 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
     """Print EXPLAIN (ANALYZE, BUFFERS) of each mode's SQL for the median-latency hybrid query."""
     from sqlalchemy import text
 
-    from services.retrieval import _SQL_BY_MODE, clean_query, default_params
+    from services.retrieval.search import _SQL_BY_MODE, clean_query, default_params
+    from services.retrieval.text import tokenize
     from services.store import transaction
-    from services.text import tokenize
 
     pick = int(np.argsort(latencies)[len(latencies) // 2])
     query = clean_query(queries[pick], max_chars=settings.max_query_chars)
@@ -310,7 +310,7 @@ class _LuceneBM25:
 def _compare_rank_bm25(settings, texts: list[str], chunk_ids: list[int], queries: list[str],  # type: ignore[no-untyped-def]
                        ours: list[Any]) -> dict[str, Any]:
     """Time rank-bm25's get_scores + top-10 per query; compare its top 10 with ours."""
-    from services.text import tokenize
+    from services.retrieval.text import tokenize
 
     tokenized = [tokenize(t) for t in texts]
     reference = _LuceneBM25.build(tokenized, k1=settings.bm25_k1, b=settings.bm25_b)
@@ -343,7 +343,7 @@ def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
     Per query: `reps` calls in 5 blocks; the fastest block's mean counts, so a block in
     which another process took the CPU does not.
     """
-    from services.confidence import score_retrieval
+    from services.scoring.confidence import score_retrieval
 
     for result in results[:5]:
         score_retrieval(result)
@@ -374,10 +374,10 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     """
     from sqlalchemy import text
 
-    from services import embedding
-    from services.chunking import chunk_text
-    from services.extract import SourceDocument
-    from services.ingest import BATCH_DOCUMENTS, ENCODE_CHUNKS, indexed_text, ingest_documents
+    from services.corpus.chunking import chunk_text
+    from services.corpus.extract import SourceDocument
+    from services.corpus.ingest import BATCH_DOCUMENTS, ENCODE_CHUNKS, indexed_text, ingest_documents
+    from services.retrieval import embedding
     from services.store import transaction
 
     docs = [SourceDocument(p["_id"], p["title"], p["text"], "squad2-halfdev/corpus.jsonl") for p in paragraphs]

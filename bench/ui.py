@@ -5,9 +5,9 @@
 
 A fresh embedded store in a new /tmp dir (deleted at the end unless --keep) is filled
 with synthetic runs by one INSERT ... SELECT FROM unnest(...): realistic components,
-blend signals computed by services.router.blended_confidence (as the pipeline does),
+blend signals computed by services.answering.decisions.blended_confidence (as the pipeline does),
 levels, auto-accept statuses and reviewer verdicts. Then it times load_run_matrix,
-services.tuning.rescore (median of 50, target < 20 ms), one slider move's service work,
+services.scoring.tuning.rescore (median of 50, target < 20 ms), one slider move's service work,
 and the Tuning page under streamlit's AppTest (a slider change + rerun, median of 5).
 Progress goes to stderr; the last stdout line is one JSON object.
 """
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from db import get_settings
+    from services.settings import get_settings
 
     get_settings.cache_clear()
     settings = get_settings()
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace, timings: dict[str, float]) -> dict[str, Any]:
 def synthetic_runs(n: int, n_verdicts: int, *, seed: int) -> dict[str, list[Any]]:
     """Runs shaped like the pipeline's: one latent answer quality drives the components,
     reflection, grade, CRAG verdict and the reviewers' verdicts, each with its own noise."""
-    from services.confidence import DEFAULT_PROFILE, overall
-    from services.router import blended_confidence
+    from services.answering.decisions import blended_confidence
+    from services.scoring.confidence import DEFAULT_PROFILE, overall
 
     rng = np.random.default_rng(seed)
     quality = rng.beta(2.2, 1.6, n)
@@ -106,7 +106,7 @@ def synthetic_runs(n: int, n_verdicts: int, *, seed: int) -> dict[str, list[Any]
     def noisy(scale: float) -> np.ndarray:
         return np.clip(quality + rng.normal(0, scale, n), 0, 1)
 
-    entities = rng.integers(0, 4, n)  # a query naming no entities gets graph_support 0
+    entities = rng.integers(0, 4, n)  # a query naming no entities gets entity_support 0
     components = np.column_stack([
         noisy(0.10),  # top_score
         np.clip(quality * rng.random(n) * 1.6, 0, 1),  # score_gap
@@ -228,9 +228,9 @@ def _median_ms(fn: Any, calls: int) -> float:
 
 
 def time_services() -> dict[str, Any]:
-    from services.calibration import calibration_metrics, calibrator_for_queue
-    from services.confidence import DEFAULT_PROFILE, DEFAULT_WEIGHTS, WeightsProfile
-    from services.tuning import compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
+    from services.scoring.calibration import calibration_metrics, calibrator_for_queue
+    from services.scoring.confidence import DEFAULT_PROFILE, DEFAULT_WEIGHTS, WeightsProfile
+    from services.scoring.tuning import compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
 
     load_ms = _median_ms(load_run_matrix, 5)
     matrix = load_run_matrix()

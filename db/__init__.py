@@ -1,6 +1,6 @@
-"""The store: settings, engine, embedded server, models, migrations."""
+"""The store: its settings, engine, embedded server, models, migrations."""
 
 from db.engine import StoreInfo, StoreUnavailableError, build_engine, describe_store
-from db.settings import Settings, get_settings
+from db.settings import StoreSettings
 
-__all__ = ["Settings", "StoreInfo", "StoreUnavailableError", "build_engine", "describe_store", "get_settings"]
+__all__ = ["StoreInfo", "StoreSettings", "StoreUnavailableError", "build_engine", "describe_store"]

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 
 from db.embedded import EmbeddedServerError, embedded_uri
 from db.migrate import upgrade_to_head
-from db.settings import Settings
+from db.settings import StoreSettings
 
 # The HNSW candidate list: it must hold at least the dense leg's depth (50 by default), and
 # its length is the dense leg's cost (at 100k chunks 200 took twice the time of 64). Deeper
@@ -32,14 +32,14 @@ class StoreInfo:
     location: str  # data dir or host/dbname
 
 
-def describe_store(settings: Settings) -> StoreInfo:
+def describe_store(settings: StoreSettings) -> StoreInfo:
     if settings.embedded:
         return StoreInfo("embedded", str(settings.workbench_data_dir))
     parts = urlsplit(settings.database_url.get_secret_value())  # type: ignore[union-attr]
     return StoreInfo("external", f"{parts.hostname or 'local socket'}:{parts.port or 5432}{parts.path}")
 
 
-def build_engine(settings: Settings) -> Engine:
+def build_engine(settings: StoreSettings) -> Engine:
     """Create the engine and prove it can connect; raise StoreUnavailableError otherwise."""
     info = describe_store(settings)
     try:

@@ -10,19 +10,19 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import cached_corpus_stats, ensure_store, render_quote_in_chunk, require_sign_in, selected_preset, show_error
+from services.answering.decisions import BLEND_WEIGHTS
+from services.answering.pipeline import run as run_pipeline
+from services.answering.presets import PRESETS
+from services.answering.runs import Event, Iteration, Run, load_run
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
-from services.confidence import ConfidenceBreakdown, WeightsProfile, breakdown_from_raw
-from services.corpus import demo_questions
+from services.corpus.stats import demo_questions
 from services.domain import Hit
 from services.errors import WorkbenchError
-from services.pipeline import run as run_pipeline
-from services.presets import PRESETS
-from services.profiles import active_profile
-from services.review import send_to_review
-from services.router import BLEND_WEIGHTS
-from services.runs import Event, Iteration, Run, load_run
+from services.review.queue import send_to_review
+from services.scoring.confidence import ConfidenceBreakdown, WeightsProfile, breakdown_from_raw
+from services.scoring.profiles import active_profile
 
 QUERY_KEY = "ask.query"
 DEMO_KEY = "ask.demo"

@@ -6,12 +6,13 @@ import re
 
 import streamlit as st
 
-from db import describe_store, get_settings
+from db import describe_store
+from services.answering.llm.backends import backend_label
+from services.answering.presets import PRESETS
 from services.auth import CurrentUser, auth_config, resolve_user
-from services.corpus import CorpusStats, corpus_stats
+from services.corpus.stats import CorpusStats, corpus_stats
 from services.errors import WorkbenchError
-from services.llm.backends import backend_label
-from services.presets import PRESETS
+from services.settings import get_settings
 from services.store import get_engine
 
 REVIEWER_KEY = "common.reviewer"
@@ -33,7 +34,7 @@ def cached_corpus_stats() -> CorpusStats:
 
 @st.cache_data(ttl=10, show_spinner=False)
 def cached_active_profile_label() -> str:
-    from services.profiles import active_profile
+    from services.scoring.profiles import active_profile
 
     return active_profile()[0].label
 

@@ -10,10 +10,10 @@ import streamlit as st
 from pages.common import cached_corpus_stats, current_user, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_admin
 from services.charts import evaluation as charts
-from services.corpus import DocumentInfo, delete_document, list_documents
+from services.corpus.extract import SUPPORTED_SUFFIXES
+from services.corpus.ingest import IngestProgress, IngestSummary, ingest_uploads
+from services.corpus.stats import DocumentInfo, delete_document, list_documents
 from services.errors import WorkbenchError
-from services.extract import SUPPORTED_SUFFIXES
-from services.ingest import IngestProgress, IngestSummary, ingest_uploads
 
 COLLECTION = "default"  # the collection the Ask and Search pages answer from
 DOCUMENT_LIMIT = 10_000

@@ -12,12 +12,12 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
+from services.answering.presets import PRESETS
 from services.charts import evaluation as charts
+from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
-from services.evaluation import EvalQuery, ModeReport, evaluate, load_qrels, load_queries, queue_evaluation_runs
-from services.ingest import IngestProgress, IngestSummary, ingest_paths
-from services.presets import PRESETS
+from services.retrieval.evaluation import EvalQuery, ModeReport, evaluate, load_qrels, load_queries, queue_evaluation_runs
 
 DEFAULT_COLLECTION = "eval"
 PUSH_DEFAULT = 20

@@ -11,12 +11,12 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import ensure_store, require_sign_in, show_error
-from services.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
-from services.confidence import DEFAULT_PROFILE
+from services.answering.runs import STATUSES
 from services.errors import WorkbenchError
-from services.export import DATE_FIELDS, FORMATS, VERDICTS, ExportFilters, export_bytes, export_records
-from services.profiles import list_profiles
-from services.runs import STATUSES
+from services.review.export import DATE_FIELDS, FORMATS, VERDICTS, ExportFilters, export_bytes, export_records
+from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
+from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.profiles import list_profiles
 
 ANY = "any"
 PREVIEW_ROWS = 50

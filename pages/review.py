@@ -10,14 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import as_plain, ensure_store, render_quote_in_chunk, require_sign_in, show_error
+from services.answering.presets import PRESETS
+from services.answering.runs import STATUSES, Iteration, Run, load_run
 from services.auth import CurrentUser, require_reviewer
-from services.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
 from services.charts import review as review_charts
 from services.charts.confidence import breakdown_figure
-from services.confidence import DEFAULT_PROFILE, LEVELS, WeightsProfile, breakdown_from_raw
 from services.errors import ConflictError, InputError, WorkbenchError
-from services.presets import PRESETS
-from services.review import (
+from services.review.queue import (
     ACTIONS,
     FLAG_REASONS,
     MAX_ANSWER_CHARS,
@@ -30,7 +29,8 @@ from services.review import (
     review_queue,
     submit_review,
 )
-from services.runs import STATUSES, Iteration, Run, load_run
+from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
+from services.scoring.confidence import DEFAULT_PROFILE, LEVELS, WeightsProfile, breakdown_from_raw
 
 SELECTED_KEY = "review.selected_run"
 VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time

@@ -9,11 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import ensure_store, require_sign_in, show_error
+from services.answering.presets import PRESETS
+from services.answering.runs import STATUSES, Run, load_run
 from services.charts import run as run_charts
 from services.errors import WorkbenchError
-from services.presets import PRESETS
-from services.routes import RecentRun, RouteFilters, RouteStats, recent_runs, route_stats
-from services.runs import STATUSES, Run, load_run
+from services.review.paths import RecentRun, RouteFilters, RouteStats, recent_runs, route_stats
 
 PRESETS_KEY = "routes.presets"
 STATUSES_KEY = "routes.statuses"

@@ -7,10 +7,10 @@ import streamlit as st
 
 from pages.common import cached_corpus_stats, ensure_store, require_sign_in, show_error
 from services.charts import confidence as charts
-from services.confidence import DEFAULT_PROFILE, score_retrieval
 from services.domain import RETRIEVAL_MODES, RetrievalResult
 from services.errors import WorkbenchError
-from services.retrieval import default_params, search
+from services.retrieval.search import default_params, search
+from services.scoring.confidence import DEFAULT_PROFILE, score_retrieval
 
 
 def hits_frame(result: RetrievalResult) -> pd.DataFrame:

@@ -14,13 +14,13 @@ import streamlit as st
 
 from pages.common import as_plain, cached_active_profile_label, current_user, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_admin
-from services.calibration import METHODS, CalibrationReport, calibration_metrics, fit_calibrator, fit_weights, recommend_threshold
 from services.charts import tuning as charts
 from services.charts.confidence import COMPONENT_LABELS
-from services.confidence import COMPONENTS, WeightsProfile
 from services.errors import InputError, WorkbenchError
-from services.profiles import activate_profile, active_profile, list_profiles, save_profile
-from services.tuning import RunMatrix, compare_profiles, level_changes, level_indexes, load_run_matrix, rescore, triage
+from services.scoring.calibration import METHODS, CalibrationReport, calibration_metrics, fit_calibrator, fit_weights, recommend_threshold
+from services.scoring.confidence import COMPONENTS, WeightsProfile
+from services.scoring.profiles import activate_profile, active_profile, list_profiles, save_profile
+from services.scoring.tuning import RunMatrix, compare_profiles, level_changes, level_indexes, load_run_matrix, rescore, triage
 
 WEIGHT_KEYS = {c: f"tuning.w.{c}" for c in COMPONENTS}
 THRESHOLD_KEYS = {"high": "tuning.t.high", "medium": "tuning.t.medium", "low": "tuning.t.low"}

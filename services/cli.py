@@ -12,8 +12,8 @@ from typing import Any, Optional
 import typer
 from tqdm import tqdm
 
-from db import get_settings
 from services.errors import WorkbenchError
+from services.settings import get_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RAG Confidence Workbench")
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def ingest(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora."""
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     def progress(p) -> None:  # type: ignore[no-untyped-def]
         bar.total = p.documents_total
@@ -81,9 +81,9 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print hits and confidence as JSON."),
 ) -> None:
     """Retrieve hits with both legs' scores and ranks, and the confidence breakdown."""
-    from services.confidence import score_retrieval
-    from services.retrieval import default_params
-    from services.retrieval import search as run_search
+    from services.retrieval.search import default_params
+    from services.retrieval.search import search as run_search
+    from services.scoring.confidence import score_retrieval
 
     try:
         result = run_search(query, default_params(mode=mode, k=k, collection=collection))
@@ -117,10 +117,10 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON."),
 ) -> None:
     """nDCG@10, Recall@100, MRR@10 per mode, and AUROC of confidence for hit@10."""
+    from services.corpus.ingest import ingest_paths
     from services.errors import InputError
-    from services.evaluation import evaluate as run_eval
-    from services.evaluation import load_qrels, load_queries
-    from services.ingest import ingest_paths
+    from services.retrieval.evaluation import evaluate as run_eval
+    from services.retrieval.evaluation import load_qrels, load_queries
 
     name = collection or (f"eval-{corpus.resolve().parent.name}" if corpus else "default")
     try:
@@ -156,9 +156,9 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print the stored run as JSON."),
 ) -> None:
     """Answer a question (or a file of them); every run is stored for review."""
-    from services import pipeline
-    from services.evaluation import load_queries
-    from services.llm.backends import backend_for
+    from services.answering import pipeline
+    from services.answering.llm.backends import backend_for
+    from services.retrieval.evaluation import load_queries
 
     if (query is None) == (queries is None):
         _fail(WorkbenchError("give either a QUERY or --queries FILE"))
@@ -204,7 +204,7 @@ def export_runs(
     collection: Optional[str] = typer.Option(None, help="Only runs against this collection."),
 ) -> None:
     """Export runs with their reviews (one record per run) for audits or fine-tuning sets."""
-    from services.export import ExportFilters, check_format, export_records, parse_when, write_export
+    from services.review.export import ExportFilters, check_format, export_records, parse_when, write_export
 
     try:
         filters = ExportFilters(
@@ -223,7 +223,7 @@ def export_runs(
 @app.command()
 def serve(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
     """Start the database, load the demo corpus when empty, and run the workbench UI."""
-    from services.corpus import load_demo_corpus_if_empty
+    from services.corpus.stats import load_demo_corpus_if_empty
     from services.store import get_engine
 
     try:

@@ -10,8 +10,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from db import Settings, StoreUnavailableError, build_engine, describe_store, get_settings
+from db import StoreUnavailableError, build_engine, describe_store
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
+from services.settings import Settings, get_settings
 
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()

@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def settings():  # type: ignore[no-untyped-def]
-    from db import get_settings
+    from services.settings import get_settings
 
     get_settings.cache_clear()
     return get_settings()
@@ -76,7 +76,7 @@ def squad_dir() -> Path:
 @pytest.fixture(scope="session")
 def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped-def]
     """The SQuAD half-dev corpus ingested once per session into its own collection."""
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     ingest_paths([squad_dir / "corpus.jsonl"], collection="squad")
     return "squad"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from services.confidence import COMPONENTS, ConfidenceBreakdown
+from services.scoring.confidence import COMPONENTS, ConfidenceBreakdown
 
 LEVEL_COLORS = {"HIGH": "#1a7f37", "MEDIUM": "#bf8700", "LOW": "#d1242f", "VERY LOW": "#82071e"}
 COMPONENT_LABELS = {
@@ -13,7 +13,7 @@ COMPONENT_LABELS = {
     "consensus": "Consensus",
     "bm25_dense_agreement": "BM25-dense agreement",
     "low_spread": "Low spread",
-    "graph_support": "Graph support",
+    "entity_support": "Entity support",
     "low_diversity": "Single source",
 }
 

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from services.routes import START, RoutePath, count_routes, count_transitions
-from services.runs import Event, Run
+from services.answering.runs import Event, Run
+from services.review.paths import START, RoutePath, count_routes, count_transitions
 
 DECISION_COLORS = {
     "COMPLETE": "#1a7f37",
     "REFINE_QUERY": "#bf8700",
-    "WEB_FALLBACK": "#0969da",
+    "FALLBACK_SEARCH": "#0969da",
     "DECOMPOSE": "#8250df",
     "ACCEPT_BEST": "#6e7781",
 }

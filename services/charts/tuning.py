@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from services.calibration import CalibrationReport
 from services.charts.confidence import COMPONENT_LABELS, LEVEL_COLORS
-from services.confidence import COMPONENTS, LEVELS, WeightsProfile
-from services.tuning import level_indexes
+from services.scoring.calibration import CalibrationReport
+from services.scoring.confidence import COMPONENTS, LEVELS, WeightsProfile
+from services.scoring.tuning import level_indexes
 
 HISTOGRAM_BINS = 40  # 0.025 wide: fine enough to see runs pile up against a threshold
 DIAGONAL_NAME = "perfectly calibrated"
@@ -91,7 +91,7 @@ def level_counts_figure(before: Mapping[str, int], after: Mapping[str, int], *, 
 
 
 def compare_figure(result: Mapping[str, Any]) -> go.Figure:
-    """Level counts of the two sides of services.tuning.compare_profiles, side by side."""
+    """Level counts of the two sides of services.scoring.tuning.compare_profiles, side by side."""
     return _level_bars({f"A: {result['a']['profile']}": result["a"]["counts"],
                         f"B: {result['b']['profile']}": result["b"]["counts"]}, (REFERENCE_COLOR, CURRENT_COLOR))
 

@@ -21,9 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from db import Settings, StoreUnavailableError, build_engine
+from db import StoreUnavailableError, build_engine
 from db.embedded import SERVER_SETTINGS, handle_pids, postgres_pid
 from services.errors import DatabaseUnavailableError
+from services.settings import Settings
 from services.store import get_engine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -39,7 +39,7 @@ def _free_port() -> int:
 
 @pytest.fixture()
 def corpus(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
     from tests.services.test_pipeline import DOCS
 
     docs = tmp_path / "docs"

@@ -10,7 +10,7 @@ import streamlit as st
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
-from services.runs import load_run
+from services.answering.runs import load_run
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -19,7 +19,7 @@ DEMO_QUESTION = "What does SRVO-062 mean and how do I clear it?"  # q01 of the b
 
 @pytest.fixture()
 def corpus(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     for name, body in DOCS.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
@@ -112,8 +112,7 @@ def test_empty_question_is_an_error_not_a_traceback(corpus):
 
 
 def test_auto_accepted_run_can_be_sent_to_review(corpus, engine):
-    from services import pipeline
-
+    from services.answering import pipeline
     run = pipeline.run("What does SRVO-062 mean?", "balanced", backend=ScriptedBackend((0.9,)))
     with engine.begin() as conn:  # the offline judge rarely auto-accepts; set the state under test directly
         conn.execute(text("UPDATE runs SET status = 'auto_accepted' WHERE id = :id"), {"id": run.run_id})

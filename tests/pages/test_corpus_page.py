@@ -13,9 +13,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from services.auth import CurrentUser
-from services.corpus import corpus_stats, list_documents
+from services.corpus.ingest import ingest_paths
+from services.corpus.stats import corpus_stats, list_documents
 from services.errors import PermissionDeniedError
-from services.ingest import ingest_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -62,8 +62,7 @@ def _metrics(at: AppTest) -> dict[str, str]:
 
 
 def test_upload_helper_reports_every_good_and_bad_file(clean_db, corpus_page, settings):  # type: ignore[no-untyped-def]
-    from services import embedding
-
+    from services.retrieval import embedding
     embedding.encode(settings.embedding_model, ["warm up"])  # so the ingest below ends well inside the cache TTL
     assert corpus_page.cached_corpus_stats().documents == 0  # primes the cache the helper must clear
     jsonl = (json.dumps({"_id": "j1", "title": "Tides", "text": "The moon pulls the sea."}) + "\n{not json\n").encode()
@@ -105,7 +104,7 @@ def test_upload_helper_reports_every_good_and_bad_file(clean_db, corpus_page, se
 
 
 def test_progress_before_the_total_is_known_never_shows_done(corpus_page):  # type: ignore[no-untyped-def]
-    from services.ingest import IngestProgress
+    from services.corpus.ingest import IngestProgress
 
     fraction, text = corpus_page.progress_state(IngestProgress(32, None, 90, "big.jsonl"), expected_files=1)
     assert 0 < fraction < 1 and text == "32 documents processed so far, 90 chunks added"

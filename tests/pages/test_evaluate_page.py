@@ -12,14 +12,14 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from pages.common import as_plain
-from services.confidence import WeightsProfile
-from services.corpus import list_documents
-from services.evaluation import EvalQuery, evaluate, load_qrels, load_queries, queue_evaluation_runs
-from services.ingest import ingest_paths
-from services.llm.base import Grade, Reflection
-from services.llm.offline import OfflineBackend
-from services.review import review_queue
-from services.runs import load_run
+from services.answering.llm.base import Grade, Reflection
+from services.answering.llm.offline import OfflineBackend
+from services.answering.runs import load_run
+from services.corpus.ingest import ingest_paths
+from services.corpus.stats import list_documents
+from services.retrieval.evaluation import EvalQuery, evaluate, load_qrels, load_queries, queue_evaluation_runs
+from services.review.queue import review_queue
+from services.scoring.confidence import WeightsProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -193,7 +193,7 @@ class _ConfidentBackend(OfflineBackend):
 
 
 def test_runs_the_pipeline_would_auto_accept_are_queued_too(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services.profiles import save_profile
+    from services.scoring.profiles import save_profile
 
     corpus = tmp_path / "tides.jsonl"
     corpus.write_text("".join(json.dumps({"_id": f"t{i}", "title": "Tides", "text": text}) + "\n" for i, text in enumerate([

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from services.calibration import calibrator_for_queue
 from services.errors import InputError
-from services.export import FORMATS, ExportFilters, export_bytes, export_records, read_export
-from services.review import submit_review
+from services.review.export import FORMATS, ExportFilters, export_bytes, export_records, read_export
+from services.review.queue import submit_review
+from services.scoring.calibration import calibrator_for_queue
 from tests.pages.test_review_page import demo_runs, reviewed_runs  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,11 +14,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages.common import REVIEWER_KEY
-from services import pipeline
-from services.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
-from services.confidence import DEFAULT_PROFILE
-from services.review import review_history, review_queue, submit_review
-from services.runs import Run, load_run, save_run
+from services.answering import pipeline
+from services.answering.runs import Run, load_run, save_run
+from services.review.queue import review_history, review_queue, submit_review
+from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
+from services.scoring.confidence import DEFAULT_PROFILE
 from services.store import transaction
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -34,7 +34,7 @@ MARKDOWN_KINDS = ("markdown", "caption", "latex", "success", "info", "warning", 
 @pytest.fixture()
 def demo_runs(clean_db, tmp_path) -> list[Run]:
     """Three pending runs through the real pipeline (minimal preset, scripted answers)."""
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
     from tests.services.test_pipeline import DOCS, ScriptedBackend
 
     for name, body in DOCS.items():
@@ -320,8 +320,8 @@ def review_page():  # type: ignore[no-untyped-def]
 
 
 def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
+    from services.answering.runs import STATUSES
     from services.errors import InputError
-    from services.runs import STATUSES
 
     page = review_page()
     day = datetime(2025, 5, 1, tzinfo=UTC).date()

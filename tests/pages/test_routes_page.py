@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from services import pipeline
-from services.runs import load_run
+from services.answering import pipeline
+from services.answering.runs import load_run
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -17,7 +17,7 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 @pytest.fixture()
 def runs(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     for name, body in DOCS.items():
         (tmp_path / name).write_text(body, encoding="utf-8")

@@ -11,7 +11,7 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def test_search_shows_hits_and_breakdown(clean_db, tmp_path):
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     (tmp_path / "alarm.md").write_text("# SRVO-062 Encoder backup lost\nReplace the battery pack, then remaster axis J2.")
     (tmp_path / "grease.md").write_text("# Reducer grease\nReplace J2 reducer grease every 20,000 hours.")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def review_action(rng: random.Random, reviewer: str, seq: int, run_ids: list[int], think_s: float) -> dict[str, Any]:
     """Read a run's version, think, then save an approve/flag/correct over that version."""
     from services.errors import ConflictError
-    from services.review import FLAG_REASONS, current_review_state, submit_review
+    from services.review.queue import FLAG_REASONS, current_review_state, submit_review
 
     run_id = rng.choice(run_ids)
     action = rng.choice(("approve", "flag", "correct"))
@@ -89,8 +89,8 @@ def _say(data: dict[str, Any]) -> None:
 
 
 def _ready(**extra: Any) -> None:
-    from db import get_settings
     from db.embedded import handle_pids, postgres_pid
+    from services.settings import get_settings
 
     settings = get_settings()
     if settings.embedded:
@@ -114,10 +114,10 @@ def _reviewers(args: argparse.Namespace) -> None:
 
 def _hold(args: argparse.Namespace) -> None:
     """Keep a handle on the store until stdin closes; answer one-line commands meanwhile."""
-    from db import get_settings
     from db.embedded import handle_pids, postgres_pid
-    from services.review import review_history, submit_review
-    from services.runs import save_run
+    from services.answering.runs import save_run
+    from services.review.queue import review_history, submit_review
+    from services.settings import get_settings
     from services.store import get_engine, transaction
 
     get_engine()
@@ -142,7 +142,7 @@ def _hold(args: argparse.Namespace) -> None:
 
 
 def _ingest(args: argparse.Namespace) -> None:
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
     from services.store import get_engine
 
     get_engine()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from services.review import ACTIONS
+from services.review.queue import ACTIONS
 from tests.reliability._workers import Child, children, run_reviewers
 
 SHARED_RUNS = 5  # few runs, many reviewers: most saves race someone
@@ -137,7 +137,7 @@ WHERE k.name = :name
 
 
 def _race_documents():  # type: ignore[no-untyped-def]
-    from services.extract import SourceDocument
+    from services.corpus.extract import SourceDocument
 
     return [
         SourceDocument(f"race-{i:03d}", f"Procedure {i}", " ".join(
@@ -147,11 +147,11 @@ def _race_documents():  # type: ignore[no-untyped-def]
 
 
 def test_searches_during_an_ingest_never_see_half_a_document(clean_db, settings):  # type: ignore[no-untyped-def]
-    from services import embedding
-    from services.ingest import ingest_documents
-    from services.retrieval import default_params, search_in_session
+    from services.corpus.ingest import ingest_documents
+    from services.retrieval import embedding
+    from services.retrieval.search import default_params, search_in_session
+    from services.retrieval.text import tokenize
     from services.store import transaction
-    from services.text import tokenize
 
     small = settings.model_copy(update={"chunk_tokens": 20, "chunk_overlap_tokens": 0})  # a chunk per step
     query = f"{MARKER} gauge"

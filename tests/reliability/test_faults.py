@@ -17,11 +17,11 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from db import get_settings
 from db.embedded import embedded_uri, handle_pids, postgres_pid
 from services.cli import app
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
-from services.review import current_review_state, review_history, submit_review
+from services.review.queue import current_review_state, review_history, submit_review
+from services.settings import get_settings
 from services.store import get_engine, transaction
 from tests.reliability._workers import ROOT, Child, children, fresh_data_dir
 
@@ -61,9 +61,9 @@ def _write_documents(root: Path) -> None:
 
 def _expected_chunks(root: Path, settings) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """Chunks per document as ingest makes them (same parser, chunker and token counter)."""
-    from services import embedding
-    from services.chunking import chunk_text
-    from services.extract import parse_paths
+    from services.corpus.chunking import chunk_text
+    from services.corpus.extract import parse_paths
+    from services.retrieval import embedding
 
     count_tokens = embedding.token_counter(settings.embedding_model)
     return {doc.external_id: len(chunk_text(doc.text, count_tokens=count_tokens, max_tokens=settings.chunk_tokens,
@@ -93,7 +93,7 @@ def _assert_whole(engine, expected: dict[str, int]) -> int:  # type: ignore[no-u
 
 
 def test_killed_ingest_leaves_whole_documents_and_the_same_ingest_completes(clean_db, engine, settings, tmp_path):  # type: ignore[no-untyped-def]
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     root = tmp_path / "procedures"
     _write_documents(root)
@@ -231,11 +231,11 @@ def test_a_statement_the_server_aborts_is_not_reported_as_an_outage(engine, sett
 
 
 def test_run_with_a_failing_backend_is_stored_and_reviewable(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services import pipeline
-    from services.confidence import DEFAULT_PROFILE
-    from services.ingest import ingest_paths
-    from services.review import review_queue
-    from services.runs import load_run
+    from services.answering import pipeline
+    from services.answering.runs import load_run
+    from services.corpus.ingest import ingest_paths
+    from services.review.queue import review_queue
+    from services.scoring.confidence import DEFAULT_PROFILE
     from tests.services.test_pipeline import DOCS, ScriptedBackend
 
     for name, body in DOCS.items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, func, select, table, text
 
-from services.confidence import DEFAULT_PROFILE, overall
-from services.runs import Run, save_run
+from services.answering.runs import Run, save_run
+from services.scoring.confidence import DEFAULT_PROFILE, overall
 from services.store import transaction
 
 # What an attacker types into every text box: quotes, comments, statement separators, casts,

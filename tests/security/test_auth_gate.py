@@ -17,12 +17,12 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from services.confidence import DEFAULT_PROFILE
-from services.corpus import list_documents
-from services.ingest import ingest_uploads
-from services.profiles import active_profile, list_profiles, save_profile
-from services.review import review_history
-from services.runs import load_run
+from services.answering.runs import load_run
+from services.corpus.ingest import ingest_uploads
+from services.corpus.stats import list_documents
+from services.review.queue import review_history
+from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.profiles import active_profile, list_profiles, save_profile
 from tests.security._support import save_runs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,17 +11,17 @@ import zipfile
 import pytest
 from typer.testing import CliRunner
 
-from services import pipeline
+from services.answering import pipeline
+from services.answering.runs import load_run
 from services.cli import app
-from services.confidence import DEFAULT_PROFILE
-from services.corpus import list_documents
+from services.corpus.extract import parse_file
+from services.corpus.ingest import ingest_uploads
+from services.corpus.stats import list_documents
 from services.errors import InputError
-from services.export import ExportFilters, export_records
-from services.extract import parse_file
-from services.ingest import ingest_uploads
-from services.retrieval import default_params, search
-from services.review import review_history, submit_review
-from services.runs import load_run
+from services.retrieval.search import default_params, search
+from services.review.export import ExportFilters, export_records
+from services.review.queue import review_history, submit_review
+from services.scoring.confidence import DEFAULT_PROFILE
 from tests._pdf import one_page_pdf
 from tests.security._support import SQL_METACHARACTERS, save_runs, table_counts
 

@@ -17,15 +17,15 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from services.confidence import DEFAULT_PROFILE
+from services.answering.runs import STATUSES
+from services.corpus.ingest import ingest_uploads
 from services.domain import RetrievalResult
 from services.errors import ConflictError, InputError, NotFoundError
-from services.export import DATE_FIELDS, VERDICTS, ExportFilters, export_bytes, export_records, parse_when, read_export
-from services.ingest import ingest_uploads
-from services.retrieval import clean_query, default_params, search
-from services.review import ACTIONS, FLAG_REASONS, MAX_COMMENT_CHARS, review_history, submit_review
-from services.runs import STATUSES
-from services.text import unstorable_char
+from services.retrieval.search import clean_query, default_params, search
+from services.retrieval.text import unstorable_char
+from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_bytes, export_records, parse_when, read_export
+from services.review.queue import ACTIONS, FLAG_REASONS, MAX_COMMENT_CHARS, review_history, submit_review
+from services.scoring.confidence import DEFAULT_PROFILE
 from tests.security._support import HOSTILE_STRINGS, MIN_CASES, SLOW_OK, SQL_METACHARACTERS, WORDS, save_runs, table_counts
 
 CASES: Counter[str] = Counter()

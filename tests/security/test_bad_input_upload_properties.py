@@ -19,10 +19,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from services.corpus.extract import SUPPORTED_SUFFIXES, ParsedFile, parse_file
+from services.corpus.ingest import ingest_uploads
 from services.errors import WorkbenchError
-from services.extract import SUPPORTED_SUFFIXES, ParsedFile, parse_file
-from services.ingest import ingest_uploads
-from services.text import unstorable_char
+from services.retrieval.text import unstorable_char
 from tests.security._support import HOSTILE_STRINGS, MIN_CASES, SLOW_OK, WORDS
 
 CASES: Counter[str] = Counter()

@@ -16,14 +16,15 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from db import Settings, describe_store, get_settings
-from services import pipeline
+from db import describe_store
+from services.answering import pipeline
+from services.answering.llm.anthropic_backend import AnthropicBackend
 from services.cli import app
-from services.confidence import DEFAULT_PROFILE
+from services.corpus.ingest import ingest_uploads
 from services.errors import DatabaseUnavailableError, LLMError
-from services.export import export_records, read_export, write_export
-from services.ingest import ingest_uploads
-from services.llm.anthropic_backend import AnthropicBackend
+from services.review.export import export_records, read_export, write_export
+from services.scoring.confidence import DEFAULT_PROFILE
+from services.settings import Settings, get_settings
 from services.store import get_engine, transaction
 
 ROOT = Path(__file__).resolve().parents[2]

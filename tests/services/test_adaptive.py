@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.adaptive import TASK_STRATEGIES, accumulated_confidence, adaptive_cutoff, retrieve_adaptive
 from services.errors import InputError
+from services.retrieval.adaptive import TASK_STRATEGIES, accumulated_confidence, adaptive_cutoff, retrieve_adaptive
 
 
 def test_similarity_only_confidence_is_the_mean():

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select, text
 
 from db.models import LLMCacheRow
+from services.answering.llm.anthropic_backend import PROMPT_VERSIONS, AnthropicBackend
+from services.answering.llm.base import Citation, Generation, Grade, Reflection, create_backend
+from services.answering.llm.cache import DatabaseCache, cache_key
 from services.domain import Hit
 from services.errors import InputError, LLMError
-from services.llm.anthropic_backend import PROMPT_VERSIONS, AnthropicBackend
-from services.llm.base import Citation, Generation, Grade, Reflection, create_backend
-from services.llm.cache import DatabaseCache, cache_key
 
 API_KEY = "sk-ant-test-0123456789-SECRET"
 MODEL = "claude-sonnet-4-5"

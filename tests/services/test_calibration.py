@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from services.calibration import (
+from services.errors import InputError
+from services.scoring.calibration import (
     MIN_VERDICTS,
     QUEUE_MIN_VERDICTS,
     Calibrator,
@@ -18,8 +19,7 @@ from services.calibration import (
     fit_weights,
     recommend_threshold,
 )
-from services.confidence import COMPONENTS
-from services.errors import InputError
+from services.scoring.confidence import COMPONENTS
 
 
 def _bernoulli(n, seed, probability=lambda s: s):
@@ -181,7 +181,7 @@ def _insert_runs(confidences) -> list[int]:
 
 
 def _review(run_ids, action):
-    from services.review import submit_review
+    from services.review.queue import submit_review
 
     for run_id in run_ids:
         submit_review(run_id, expected_version=0, action=action, reviewer="tester",

@@ -1,4 +1,4 @@
-"""Tests for services.chunking: sentence splitting, packing limits, overlap, termination."""
+"""Tests for services.corpus.chunking: sentence splitting, packing limits, overlap, termination."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pysbd.lang.english import English
 from pysbd.processor import Processor
 
-from services.chunking import Chunk, chunk_text, split_sentences
+from services.corpus.chunking import Chunk, chunk_text, split_sentences
 from services.errors import InputError
 
 

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from services.confidence import (
+from services.domain import Hit, RetrievalResult
+from services.errors import InputError
+from services.scoring.confidence import (
     COMPONENTS,
     DEFAULT_PROFILE,
     WeightsProfile,
@@ -18,8 +20,6 @@ from services.confidence import (
     retrieval_totals,
     score_retrieval,
 )
-from services.domain import Hit, RetrievalResult
-from services.errors import InputError
 
 
 def _hit(rank, doc, *, dense=None, idf=None, bm25_rank=None, dense_rank=None, rerank=None, text="", fused=None):
@@ -45,7 +45,7 @@ def test_hand_computed_fixture():
     assert raw["consensus_count"] == 1
     assert raw["bm25_dense_agreement"] == pytest.approx(2 / 3)
     assert raw["document_diversity"] == pytest.approx(2 / 3)
-    assert raw["graph_support"] is True and raw["linked_entities"] == ["srvo-062"]
+    assert raw["entity_support"] is True and raw["linked_entities"] == ["srvo-062"]
     assert raw["reranker_impact"] is None
 
     vector = components(HAND, ("srvo-062",))
@@ -78,7 +78,7 @@ def test_one_hit_has_its_own_gap_no_spread_single_source():
     assert raw["score_gap"] == pytest.approx(0.9)
     assert vector[COMPONENTS.index("low_spread")] == 1.0
     assert vector[COMPONENTS.index("low_diversity")] == 1.0
-    assert vector[COMPONENTS.index("graph_support")] == 0.0  # no entities in the query
+    assert vector[COMPONENTS.index("entity_support")] == 0.0  # no entities in the query
 
 
 def test_two_tied_hits_have_zero_gap():

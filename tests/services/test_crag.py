@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.crag import CragConfig, decompose_then_recompose, evaluate_retrieval, keyword_coverage
 from services.domain import Hit
+from services.scoring.crag import CragConfig, decompose_then_recompose, evaluate_retrieval, keyword_coverage
 
 
 def _hit(i, text, *, dense=0.7, idf=0.9, doc=None):

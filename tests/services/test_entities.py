@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from services.entities import mentions
+from services.retrieval.entities import mentions
 
 
 def _regex(text: str, entity: str) -> bool:

@@ -12,10 +12,10 @@ import pytrec_eval
 from typer.testing import CliRunner
 
 from services.cli import app
+from services.corpus.ingest import ingest_paths
 from services.errors import InputError
-from services.evaluation import DOC_DEPTH, EvalQuery, evaluate, load_qrels, load_queries
-from services.ingest import ingest_paths
-from services.retrieval import default_params, search
+from services.retrieval.evaluation import DOC_DEPTH, EvalQuery, evaluate, load_qrels, load_queries
+from services.retrieval.search import default_params, search
 
 TINY = "tiny-eval"
 TINY_DOCS = [

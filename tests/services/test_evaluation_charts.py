@@ -13,8 +13,8 @@ from services.charts.evaluation import (
     metrics_figure,
     mode_calibration,
 )
-from services.corpus import DocumentInfo
-from services.evaluation import ModeReport
+from services.corpus.stats import DocumentInfo
+from services.retrieval.evaluation import ModeReport
 
 SCORES = [0.05, 0.15, 0.15, 0.95, 0.92]
 HITS = [False, False, True, True, True]

@@ -16,11 +16,12 @@ import pytest
 from sqlalchemy import event, text
 from typer.testing import CliRunner
 
-from services import export as export_module
+from services.answering.llm.base import LLMCall
+from services.answering.runs import Event, Iteration, Run, save_run
 from services.cli import app
-from services.confidence import COMPONENTS, WeightsProfile
 from services.errors import InputError
-from services.export import (
+from services.review import export as export_module
+from services.review.export import (
     FIELDS,
     ExportFilters,
     export_bytes,
@@ -29,10 +30,9 @@ from services.export import (
     read_export,
     write_export,
 )
-from services.llm.base import LLMCall
-from services.profiles import save_profile
-from services.review import FLAG_REASONS, submit_review
-from services.runs import Event, Iteration, Run, save_run
+from services.review.queue import FLAG_REASONS, submit_review
+from services.scoring.confidence import COMPONENTS, WeightsProfile
+from services.scoring.profiles import save_profile
 from services.store import transaction
 
 FORMATS = ("csv", "jsonl", "parquet")

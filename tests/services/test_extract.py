@@ -1,4 +1,4 @@
-"""Tests for services.extract: every format, every skip reason, directory walking."""
+"""Tests for services.corpus.extract: every format, every skip reason, directory walking."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pypdf import PdfWriter
 
-from services.extract import (
+from services.corpus.extract import (
     SUPPORTED_SUFFIXES,
     ParsedFile,
     SourceDocument,

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-import services.ingest as ingest_module
-from services import embedding
-from services.corpus import DEMO_DIR, corpus_stats, delete_document, list_documents, load_demo_corpus_if_empty
+import services.corpus.ingest as ingest_module
+from services.corpus.extract import SourceDocument
+from services.corpus.ingest import indexed_text, ingest_documents, ingest_paths, ingest_uploads
+from services.corpus.stats import DEMO_DIR, corpus_stats, delete_document, list_documents, load_demo_corpus_if_empty
 from services.errors import NotFoundError
-from services.extract import SourceDocument
-from services.ingest import indexed_text, ingest_documents, ingest_paths, ingest_uploads
-from services.retrieval import default_params, search
-from services.text import term_counts
+from services.retrieval import embedding
+from services.retrieval.search import default_params, search
+from services.retrieval.text import term_counts
 
 # --- helpers ---------------------------------------------------------------------------
 

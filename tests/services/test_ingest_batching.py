@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import services.ingest as ingest_module
-from services import embedding
-from services.corpus import corpus_stats
-from services.extract import SourceDocument
-from services.ingest import BATCH_DOCUMENTS, ingest_documents
+import services.corpus.ingest as ingest_module
+from services.corpus.extract import SourceDocument
+from services.corpus.ingest import BATCH_DOCUMENTS, ingest_documents
+from services.corpus.stats import corpus_stats
+from services.retrieval import embedding
 
 
 def _docs(n: int) -> list[SourceDocument]:

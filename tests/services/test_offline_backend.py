@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 import services
-from services.chunking import chunk_text
+from services.answering.llm.base import create_backend, registered_backends
+from services.answering.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend, compose_feedback, prf_terms
+from services.corpus.chunking import chunk_text
 from services.domain import Hit
 from services.errors import InputError
-from services.llm.base import create_backend, registered_backends
-from services.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend, compose_feedback, prf_terms
 
 CORPUS = Path(services.__file__).parent / "demo_data" / "corpus"
 MODEL = "all-MiniLM-L6-v2"
@@ -25,7 +25,7 @@ def backend() -> OfflineBackend:
 
 @pytest.fixture(scope="module")
 def count_tokens():  # type: ignore[no-untyped-def]
-    from services.embedding import token_counter
+    from services.retrieval.embedding import token_counter
 
     return token_counter(MODEL)
 
@@ -274,7 +274,7 @@ def test_every_operation_is_logged(corpus_hits) -> None:  # type: ignore[no-unty
 
 
 def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     terms = lex.query_terms("Which axes did the controller not calibrate?")
     assert [t.surface for t in terms if t.negation] == ["not"]
@@ -287,7 +287,7 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
 
 
 def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     query = "Which axes did the controller not calibrate?"
     terms = lex.query_terms(query)
@@ -301,7 +301,7 @@ def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -
 
 
 def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contradiction() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     query = "Which axis has the lowest payload rating?"
     terms = lex.query_terms(query)
@@ -314,7 +314,7 @@ def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contra
 
 
 def test_opposite_words_are_read_only_where_written_in_lower_case() -> None:
-    from services.llm._opposites import turned_around
+    from services.answering.llm._opposites import turned_around
 
     assert turned_around("What happens before the battery swap?", "Calibration runs after the battery swap.") == (
         "before", "after")
@@ -344,7 +344,7 @@ def test_a_one_part_question_needs_one_sentence_that_names_what_it_asks_about(ba
 
 
 def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_value() -> None:
-    from services.llm._opposites import swapped_value
+    from services.answering.llm._opposites import swapped_value
 
     assert swapped_value("Which robot was retired in 2014?", "The R-30 robot was retired in 2004.") == ("2014", "2004")
     assert swapped_value("What does the third axis carry?", "The second axis carries the tool.") == ("third", "second")
@@ -360,7 +360,7 @@ def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_val
 
 
 def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> None:
-    from services.llm._opposites import substituted
+    from services.answering.llm._opposites import substituted
 
     assert substituted("What do killer B cells recognize?", "Killer T cells recognize antigens.") == ("B", "T")
     assert substituted("What does the upper arm motor drive?", "The forearm motor drives the wrist.") is None  # one side only
@@ -379,7 +379,7 @@ def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> Non
 
 
 def test_irregular_and_derived_forms_cover_a_question_term() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     began = "Thus, on 1 August 1944, the Warsaw Uprising began."
     assert lex.coverage(lex.query_terms("When did the Warsaw Uprising begin?"), began) == 1.0
@@ -389,7 +389,7 @@ def test_irregular_and_derived_forms_cover_a_question_term() -> None:
 
 
 def test_a_negating_prefix_turns_a_word_around() -> None:
-    from services.llm._opposites import turned_around
+    from services.answering.llm._opposites import turned_around
 
     assert turned_around("How were non-local networks set up?", "Local area networks were set up ad hoc.") == (
         "non-local", "local")
@@ -405,7 +405,7 @@ def test_a_negating_prefix_turns_a_word_around() -> None:
 
 
 def test_unable_negates_a_question() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     query = "Which cells are unable to remember pathogens?"
     terms = lex.query_terms(query)
@@ -415,7 +415,7 @@ def test_unable_negates_a_question() -> None:
 
 
 def test_a_question_naming_both_ways_is_not_negated() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     assert not any(t.negation for t in lex.query_terms("What decides whether or not the axis moves?"))
     assert not any(t.negation for t in lex.query_terms("What limits how fast a robot may or may not move?"))
@@ -446,7 +446,7 @@ def test_an_answer_contradicting_the_question_is_neither_approved_nor_graded_wel
 
 
 def test_words_naming_the_kind_of_answer_wanted_are_not_terms_an_answer_must_repeat() -> None:
-    from services.llm import _lexical as lex
+    from services.answering.llm import _lexical as lex
 
     surfaces = [t.surface for t in lex.query_terms("In what year was the name of the valve type changed?")]
     assert surfaces == ["valve", "changed"]

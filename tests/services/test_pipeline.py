@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from services import pipeline
-from services.confidence import DEFAULT_PROFILE
+from services.answering import pipeline
+from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection
+from services.answering.runs import load_run
 from services.domain import Hit
 from services.errors import InputError, LLMError
-from services.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection
-from services.runs import load_run
+from services.scoring.confidence import DEFAULT_PROFILE
 
 DOCS = {
     "srvo-062.md": "# SRVO-062 Encoder backup lost\nSRVO-062 means the pulsecoder backup battery voltage dropped and "
@@ -72,7 +72,7 @@ class ScriptedBackend(AnswerBackend):
 
 @pytest.fixture()
 def demo_docs(clean_db, tmp_path):
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     for name, body in DOCS.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
@@ -161,7 +161,7 @@ def test_answerable_squad_questions_end_more_confident_than_unanswerable(clean_d
     """The offline backend's final confidence separates SQuAD 2.0's answerable questions from
     the unanswerable ones written against the same paragraphs (bench/pipeline.py measures the
     AUROC on 500 a class; this is the direction, on 25 a class spread over the file)."""
-    from services.llm.offline import OfflineBackend
+    from services.answering.llm.offline import OfflineBackend
 
     lines = (squad_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line) for line in lines if line.strip()]

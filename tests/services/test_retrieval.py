@@ -14,11 +14,11 @@ import pytest
 from rank_bm25 import BM25Okapi
 from sqlalchemy import text
 
-from services import embedding
+from services.corpus.ingest import indexed_text
 from services.errors import InputError
-from services.ingest import indexed_text
-from services.retrieval import _BM25_CTES, _COLLECTION_CTE, default_params, search
-from services.text import tokenize
+from services.retrieval import embedding
+from services.retrieval.search import _BM25_CTES, _COLLECTION_CTE, default_params, search
+from services.retrieval.text import tokenize
 
 DEPTH = 50
 SCORE_TOL = 1e-9

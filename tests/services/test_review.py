@@ -7,15 +7,15 @@ import threading
 
 import pytest
 
-from services import pipeline
-from services.confidence import DEFAULT_PROFILE
+from services.answering import pipeline
 from services.errors import ConflictError, InputError, NotFoundError
-from services.review import QueueFilters, queue_counts, review_history, review_queue, submit_review
+from services.review.queue import QueueFilters, queue_counts, review_history, review_queue, submit_review
+from services.scoring.confidence import DEFAULT_PROFILE
 
 
 @pytest.fixture()
 def run_ids(clean_db, tmp_path):
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
     from tests.services.test_pipeline import DOCS, ScriptedBackend
 
     for name, body in DOCS.items():

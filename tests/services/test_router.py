@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from services.domain import Hit
-from services.router import (
+from services.answering.decisions import (
     RouterState,
     RouterThresholds,
     blended_confidence,
@@ -15,6 +14,7 @@ from services.router import (
     heuristic_confidence,
     query_complexity,
 )
+from services.domain import Hit
 
 BASE = RouterState(confidence=0.5, source_count=8, query_complexity="simple", iteration=1, max_iterations=3,
                    reflection_approved=False, has_gaps=True, fallback_available=True)
@@ -40,7 +40,7 @@ def test_middle_band_without_gaps_accepts():
 
 
 def test_low_confidence_few_sources_falls_back_once():
-    assert decide(_state(confidence=0.2, source_count=2)).action == "WEB_FALLBACK"
+    assert decide(_state(confidence=0.2, source_count=2)).action == "FALLBACK_SEARCH"
     assert decide(_state(confidence=0.2, source_count=2, fallback_used=True)).action == "REFINE_QUERY"
 
 

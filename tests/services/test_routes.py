@@ -8,18 +8,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from services import pipeline
-from services.confidence import DEFAULT_PROFILE
+from services.answering import pipeline
 from services.errors import InputError
-from services.review import submit_review
-from services.routes import RecentRun, RouteFilters, RoutePath, count_routes, count_transitions, recent_runs, route_stats
+from services.review.paths import RecentRun, RouteFilters, RoutePath, count_routes, count_transitions, recent_runs, route_stats
+from services.review.queue import submit_review
+from services.scoring.confidence import DEFAULT_PROFILE
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 
 @pytest.fixture()
 def runs(clean_db, tmp_path):  # type: ignore[no-untyped-def]
     """Four runs with three different routes over two presets."""
-    from services.ingest import ingest_paths
+    from services.corpus.ingest import ingest_paths
 
     for name, body in DOCS.items():
         (tmp_path / name).write_text(body, encoding="utf-8")

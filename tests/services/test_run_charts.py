@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.answering.runs import Event, Iteration, Run
 from services.charts import run as charts
-from services.routes import RoutePath
-from services.runs import Event, Iteration, Run
+from services.review.paths import RoutePath
 
 XSS = "<script>alert(1)</script>"
 

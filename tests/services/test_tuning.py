@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from services.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile, overall
-from services.router import blended_confidence
-from services.tuning import RunMatrix, compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
+from services.answering.decisions import blended_confidence
+from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile, overall
+from services.scoring.tuning import RunMatrix, compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
 
 OTHER_PROFILE = WeightsProfile(name="other", weights={**DEFAULT_WEIGHTS, "top_score": 0.05, "consensus": 0.6,
-                                                      "graph_support": 0.0}, high=0.8, medium=0.6, low=0.4)
+                                                      "entity_support": 0.0}, high=0.8, medium=0.6, low=0.4)
 
 
 def _objects(values):
@@ -46,7 +46,7 @@ def _matrix(components, *, signals=None, has_answer=None, crag_correct=None, ref
 
 
 def _pipeline_run(rng, profile):
-    """One run's blend exactly as services.pipeline._iterate computes it."""
+    """One run's blend exactly as services.answering.pipeline._iterate computes it."""
     components = rng.random(len(COMPONENTS))
     answered = rng.random() < 0.8
     minimal = rng.random() < 0.25  # the minimal preset: no reflection, no grading
@@ -146,7 +146,7 @@ def test_compare_profiles_counts_confusion_and_calibration():
 # --- the real store --------------------------------------------------------------------------
 
 def _save(session, rng, profile, *, status="pending", crag="CORRECT", reflection_min=None):
-    from services.runs import Run, save_run
+    from services.answering.runs import Run, save_run
 
     components, signals, answered, blended, reflection, grade = _pipeline_run(rng, profile)
     config = {"preset": "balanced"} | ({"reflection_min_score": reflection_min} if reflection_min else {})

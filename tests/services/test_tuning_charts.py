@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.calibration import calibration_metrics
 from services.charts import tuning as charts
 from services.charts.confidence import LEVEL_COLORS
-from services.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile
+from services.scoring.calibration import calibration_metrics
+from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile
 
 
 def _y(trace) -> list[float]:  # type: ignore[no-untyped-def]
@@ -16,10 +16,10 @@ def _y(trace) -> list[float]:  # type: ignore[no-untyped-def]
 
 
 def test_weights_figure_shows_normalized_shares_in_components_order():
-    fig = charts.weights_figure({**DEFAULT_WEIGHTS, "top_score": 0.9, "graph_support": 0.0})
+    fig = charts.weights_figure({**DEFAULT_WEIGHTS, "top_score": 0.9, "entity_support": 0.0})
     shares = np.asarray(fig.data[0].x)
     assert shares.sum() == pytest.approx(1.0) and len(shares) == len(COMPONENTS)
-    assert shares[0] == pytest.approx(0.9 / 1.55) and shares[COMPONENTS.index("graph_support")] == 0
+    assert shares[0] == pytest.approx(0.9 / 1.55) and shares[COMPONENTS.index("entity_support")] == 0
     assert fig.data[0].y[0] == "Top score"
     zero = charts.weights_figure(dict.fromkeys(COMPONENTS, 0.0))  # invalid sliders still draw
     assert np.asarray(zero.data[0].x).sum() == 0

@@ -1,0 +1,1 @@
+"""Answering a question: the pipeline, the decision router, presets, stored runs, LLM backends."""

@@ -1,0 +1,1 @@
+"""Turning files into a searchable corpus: extraction, chunking, ingestion, statistics."""

@@ -1,0 +1,104 @@
+"""Corpus inspection and upkeep: statistics, document list, deletion, the demo corpus."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import text
+
+from services.corpus.ingest import IngestSummary, ProgressCallback, ingest_paths, lock_collection, remove_document
+from services.errors import NotFoundError
+from services.settings import Settings, get_settings
+from services.store import transaction
+
+DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
+
+
+@dataclass(frozen=True)
+class CorpusStats:
+    collection: str
+    documents: int
+    chunks: int
+    terms: int
+    avg_chunk_tokens: float
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    document_id: int
+    external_id: str
+    title: str
+    source: str
+    chunks: int
+    tokens: int
+    updated_at: str
+
+
+_STATS_SQL = """
+SELECT
+    (SELECT count(*) FROM documents WHERE collection_id = c.id) AS documents,
+    (SELECT count(*) FROM chunks WHERE collection_id = c.id) AS chunks,
+    (SELECT count(*) FROM bm25_terms WHERE collection_id = c.id AND df > 0) AS terms,
+    (SELECT coalesce(avg(token_count), 0) FROM chunks WHERE collection_id = c.id) AS avg_tokens
+FROM collections c WHERE c.name = :name
+"""
+
+
+def corpus_stats(collection: str = "default", *, settings: Settings | None = None) -> CorpusStats:
+    with transaction(settings) as session:
+        row = session.execute(text(_STATS_SQL), {"name": collection}).first()
+    if row is None:
+        return CorpusStats(collection, 0, 0, 0, 0.0)
+    return CorpusStats(collection, row.documents, row.chunks, row.terms, float(row.avg_tokens))
+
+
+_DOCUMENTS_SQL = """
+SELECT d.id, d.external_id, d.title, d.source, d.updated_at,
+       count(ch.id) AS chunks, coalesce(sum(ch.token_count), 0) AS tokens
+FROM documents d JOIN collections c ON c.id = d.collection_id
+LEFT JOIN chunks ch ON ch.document_id = d.id
+WHERE c.name = :name
+GROUP BY d.id ORDER BY d.external_id
+LIMIT :limit
+"""
+
+
+def list_documents(collection: str = "default", *, limit: int = 10_000, settings: Settings | None = None) -> list[DocumentInfo]:
+    with transaction(settings) as session:
+        rows = session.execute(text(_DOCUMENTS_SQL), {"name": collection, "limit": limit}).all()
+    return [
+        DocumentInfo(r.id, r.external_id, r.title, r.source, r.chunks, r.tokens, r.updated_at.isoformat(timespec="seconds"))
+        for r in rows
+    ]
+
+
+def delete_document(external_id: str, collection: str = "default", *, settings: Settings | None = None) -> None:
+    """Remove one document with its chunks and postings, keeping BM25 statistics exact."""
+    with transaction(settings) as session:
+        collection_id = session.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": collection}).scalar()
+        exists = collection_id is not None and session.execute(
+            text("SELECT 1 FROM documents WHERE collection_id = :cid AND external_id = :eid"),
+            {"cid": collection_id, "eid": external_id},
+        ).first()
+        if not exists or collection_id is None:
+            raise NotFoundError(f"no document '{external_id}' in collection '{collection}'")
+        lock_collection(session, collection_id)
+        remove_document(session, collection_id, external_id)
+
+
+def load_demo_corpus_if_empty(
+    *, on_progress: ProgressCallback | None = None, settings: Settings | None = None
+) -> IngestSummary | None:
+    """Ingest the bundled demo handbook into the default collection when it has no documents."""
+    settings = settings or get_settings()
+    if corpus_stats(settings=settings).documents > 0:
+        return None
+    return ingest_paths([DEMO_DIR / "corpus"], on_progress=on_progress, settings=settings)
+
+
+def demo_questions() -> list[dict[str, object]]:
+    """The bundled demo questions (BEIR queries), answerable ones first."""
+    path = DEMO_DIR / "questions.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

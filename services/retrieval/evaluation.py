@@ -1,0 +1,179 @@
+"""Retrieval evaluation on BEIR-format sets: nDCG@10, Recall@100, MRR@10, confidence AUROC."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ir_measures
+import numpy as np
+from ir_measures import RR, R, nDCG
+from sklearn.metrics import roc_auc_score
+
+from services.answering.llm.base import AnswerBackend
+from services.domain import RETRIEVAL_MODES
+from services.errors import InputError
+from services.retrieval import embedding
+from services.retrieval.search import default_params, search_in_session
+from services.scoring.confidence import DEFAULT_PROFILE, WeightsProfile, components_from_raw, overall, raw_metrics
+from services.settings import Settings, get_settings
+from services.store import transaction
+
+MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
+DOC_DEPTH = 100  # documents ranked per query (Recall@100 needs 100)
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    query_id: str
+    text: str
+
+
+@dataclass
+class ModeReport:
+    mode: str
+    metrics: dict[str, float]
+    confidence_auroc: float | None  # confidence vs "a relevant document is in the top 10"
+    per_query: list[dict[str, object]] = field(default_factory=list)
+
+    def to_dict(self, *, with_queries: bool = False) -> dict[str, object]:
+        data: dict[str, object] = {"mode": self.mode, **self.metrics, "confidence_auroc": self.confidence_auroc}
+        if with_queries:
+            data["per_query"] = self.per_query
+        return data
+
+
+def load_queries(path: Path) -> list[EvalQuery]:
+    queries = []
+    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            queries.append(EvalQuery(str(obj["_id"]), str(obj["text"])))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}: line {lineno} is not a BEIR query ({{\"_id\", \"text\"}}): {exc}") from exc
+    return queries
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """BEIR qrels TSV (query-id, corpus-id, score), header optional."""
+    qrels: dict[str, dict[str, int]] = {}
+    for lineno, row in enumerate(csv.reader(io.StringIO(_read_text(path), newline=""), delimiter="\t"), 1):
+        if not row or (lineno == 1 and row[0] == "query-id"):
+            continue
+        try:
+            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+        except (IndexError, ValueError) as exc:
+            raise InputError(f"{path}: line {lineno} is not 'query-id<TAB>corpus-id<TAB>score'") from exc
+    return qrels
+
+
+def evaluate(
+    queries: Sequence[EvalQuery],
+    qrels: dict[str, dict[str, int]],
+    *,
+    modes: Sequence[str] = RETRIEVAL_MODES,
+    collection: str = "default",
+    profile: WeightsProfile = DEFAULT_PROFILE,
+    on_progress: Callable[[int, int], None] | None = None,
+    settings: Settings | None = None,
+) -> list[ModeReport]:
+    """Run every judged query through each mode; chunk hits are aggregated to documents."""
+    settings = settings or get_settings()
+    unknown = [m for m in modes if m not in RETRIEVAL_MODES]
+    if unknown:
+        raise InputError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(RETRIEVAL_MODES)}")
+    judged = [q for q in queries if qrels.get(q.query_id)]
+    if not judged:
+        raise InputError("none of the queries has a relevance judgement in the qrels file")
+    vectors = embedding.encode(settings.embedding_model, [q.text for q in judged])
+    total, done = len(judged) * len(modes), 0
+    reports = []
+    for mode in modes:
+        params = default_params(settings, mode=mode, k=DOC_DEPTH * 2, depth=DOC_DEPTH * 2, collection=collection)
+        run: dict[str, dict[str, float]] = {}
+        per_query: list[dict[str, object]] = []
+        with transaction(settings) as session:
+            for query, vector in zip(judged, vectors):
+                result = search_in_session(query.text, params, session=session, settings=settings, query_vector=vector)
+                ranked = _documents_in_rank_order(result.hits)[:DOC_DEPTH]
+                run[query.query_id] = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+                raw = raw_metrics(result.hits[:10], result.query_entities, mode=mode)
+                relevant = {d for d, rel in qrels[query.query_id].items() if rel > 0}
+                per_query.append({
+                    "query_id": query.query_id,
+                    "confidence": overall(components_from_raw(raw), profile),
+                    "hit_at_10": bool(relevant & set(ranked[:10])),
+                })
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, total)
+        metrics = _aggregate(qrels, run)
+        reports.append(ModeReport(mode, metrics, _auroc(per_query), per_query))
+    return reports
+
+
+def _documents_in_rank_order(hits) -> list[str]:  # type: ignore[no-untyped-def]
+    """A document ranks where its best chunk ranks (max-score aggregation)."""
+    seen: dict[str, None] = {}
+    for hit in hits:
+        seen.setdefault(hit.external_id, None)
+    return list(seen)
+
+
+def _aggregate(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
+    judged_qrels = {q: docs for q, docs in qrels.items() if q in run}
+    values = ir_measures.calc_aggregate(list(MEASURES.values()), judged_qrels, run)
+    return {name: float(values[measure]) for name, measure in MEASURES.items()}
+
+
+def _auroc(per_query: list[dict[str, object]]) -> float | None:
+    labels = np.array([bool(p["hit_at_10"]) for p in per_query])
+    if labels.all() or not labels.any():
+        return None  # AUROC is undefined with one class
+    scores = np.array([float(p["confidence"]) for p in per_query])  # type: ignore[arg-type]
+    return float(roc_auc_score(labels, scores))
+
+
+def queue_evaluation_runs(
+    queries: Sequence[EvalQuery],
+    *,
+    preset: str = "balanced",
+    collection: str = "default",
+    requested_by: str = "evaluation",
+    on_progress: Callable[[int, int], None] | None = None,
+    backend: AnswerBackend | None = None,
+) -> list[int]:
+    """Answer evaluated questions with the pipeline (source "eval") and put every run in the
+    review queue as pending, returning the run ids in query order.
+
+    Runs the pipeline would auto-accept are queued too: these runs exist to collect verdicts
+    for calibration, and verdicts on the low-confidence runs alone would be a biased sample.
+    """
+    from services.answering import pipeline
+    from services.answering.llm.backends import backend_for
+
+    backend = backend or backend_for()
+    run_ids: list[int] = []
+    for done, query in enumerate(queries, start=1):
+        run = pipeline.run(query.text, preset, backend=backend, collection=collection, source="eval",
+                           force_pending=True, requested_by=requested_by)
+        assert run.run_id is not None  # pipeline.run returns the stored run
+        run_ids.append(run.run_id)
+        if on_progress is not None:
+            on_progress(done, len(queries))
+    return run_ids

@@ -1,0 +1,24 @@
+"""Fallback sources for CRAG: none by default, or a second collection in the same database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.domain import RetrievalResult
+from services.retrieval.search import default_params, search
+from services.settings import Settings
+
+
+@dataclass(frozen=True)
+class CollectionFallback:
+    """Searches another collection of this store (e.g. a vendor knowledge base)."""
+
+    collection: str
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return f"collection:{self.collection}"
+
+    def search(self, query: str, k: int) -> RetrievalResult:
+        return search(query, default_params(self.settings, collection=self.collection, k=k), settings=self.settings)

@@ -1,0 +1,274 @@
+"""BM25, dense and hybrid (weighted RRF) retrieval, each one SQL statement."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from db.engine import DEFAULT_EF_SEARCH
+from services.domain import RETRIEVAL_MODES, Hit, RetrievalResult
+from services.errors import InputError
+from services.retrieval import embedding
+from services.retrieval.entities import extract_entities
+from services.retrieval.rerank import rerank_hits
+from services.retrieval.text import tokenize
+from services.settings import Settings, get_settings
+from services.store import transaction
+
+# Control characters, and unpaired surrogates (undecodable bytes in a command-line argument),
+# which the embedding tokenizer and the store both refuse.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Knobs of one search; defaults come from settings."""
+
+    mode: str = "hybrid"
+    k: int = 10
+    depth: int | None = None  # candidates per leg before fusion; default max(k, 50)
+    k1: float = 1.2
+    b: float = 0.75
+    rrf_k: int = 60
+    bm25_weight: float = 1.0
+    dense_weight: float = 1.0
+    collection: str = "default"
+
+    @property
+    def leg_depth(self) -> int:
+        return self.depth or max(self.k, 50)
+
+
+def clean_query(query: str, *, max_chars: int) -> str:
+    """The query as searched, or an InputError saying what is wrong with it."""
+    if not isinstance(query, str):
+        raise InputError("the query must be text")
+    cleaned = _CONTROL.sub(" ", query).strip()
+    if not cleaned:
+        raise InputError("the query is empty; type a question")
+    if len(cleaned) > max_chars:
+        raise InputError(
+            f"the query is {len(cleaned):,} characters long; the limit is {max_chars:,}. "
+            "Shorten it to the question itself"
+        )
+    return cleaned
+
+
+def default_params(settings: Settings | None = None, **overrides: object) -> SearchParams:
+    settings = settings or get_settings()
+    base: dict[str, Any] = {"k1": settings.bm25_k1, "b": settings.bm25_b, "rrf_k": settings.rrf_k}
+    base.update(overrides)
+    return SearchParams(**base)  # type: ignore[arg-type]
+
+
+def search(query: str, params: SearchParams | None = None, *, settings: Settings | None = None) -> RetrievalResult:
+    """Run one search in its own read transaction."""
+    settings = settings or get_settings()
+    params = params or default_params(settings)
+    with transaction(settings) as session:
+        return search_in_session(query, params, session=session, settings=settings)
+
+
+def search_in_session(
+    query: str, params: SearchParams, *, session: Session, settings: Settings, query_vector=None  # type: ignore[no-untyped-def]
+) -> RetrievalResult:
+    if params.mode not in RETRIEVAL_MODES:
+        raise InputError(f"unknown retrieval mode '{params.mode}' (choose one of {', '.join(RETRIEVAL_MODES)})")
+    if not 1 <= params.k <= 1000 or not params.k <= params.leg_depth <= 1000:
+        raise InputError("k must be between 1 and 1000 and no larger than the search depth")
+    if params.k1 < 0 or not 0 <= params.b <= 1:
+        raise InputError(f"BM25 needs k1 >= 0 and b between 0 and 1 (got k1={params.k1}, b={params.b})")
+    query = clean_query(query, max_chars=settings.max_query_chars)
+    started = time.perf_counter()
+    values: dict[str, object] = {
+        "collection": params.collection,
+        "k": params.k,
+        "depth": params.leg_depth,
+        "k1": float(params.k1),
+        "b": float(params.b),
+        "rrf_k": float(params.rrf_k),
+        "w_bm25": float(params.bm25_weight),
+        "w_dense": float(params.dense_weight),
+        "terms": tokenize(query),
+    }
+    if params.mode != "bm25":
+        if query_vector is None:
+            query_vector = embedding.encode(settings.embedding_model, [query])[0]
+        values["embedding"] = query_vector
+        if params.leg_depth > DEFAULT_EF_SEARCH:
+            session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
+    rows = session.execute(text(_SQL_BY_MODE[params.mode]), values).mappings().all()
+    hits = tuple(_hit(i + 1, row) for i, row in enumerate(rows))
+    hits, reranker = rerank_hits(query, hits, settings=settings)
+    return RetrievalResult(
+        query=query,
+        mode=params.mode,
+        hits=hits,
+        reranker=reranker,
+        query_entities=extract_entities(query),
+        depth=params.leg_depth,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        params={"k": params.k, "k1": params.k1, "b": params.b, "rrf_k": params.rrf_k,
+                "bm25_weight": params.bm25_weight, "dense_weight": params.dense_weight,
+                "collection": params.collection},
+    )
+
+
+def _hit(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
+    return Hit(
+        chunk_id=row["chunk_id"],
+        document_id=row["document_id"],
+        external_id=row["external_id"],
+        title=row["title"],
+        text=row["text"],
+        rank=rank,
+        fused_score=float(row["fused"]),
+        bm25_score=_opt_float(row["bm25_score"]),
+        bm25_rank=row["bm25_rank"],
+        dense_similarity=_opt_float(row["dense_similarity"]),
+        dense_rank=row["dense_rank"],
+        matched_idf_share=_opt_float(row["idf_share"]),
+    )
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+# --- SQL -------------------------------------------------------------------------------
+# Lucene BM25: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); a query term repeated counts
+# repeatedly (as rank-bm25 does). Query terms unseen in the corpus keep a maximal idf in
+# the denominator of idf_share, so a query about something the corpus lacks scores low.
+# Float constants are float8: numeric arithmetic measured 6x slower.
+#
+# The exact top `depth` by MaxScore (Turtle & Flood, 1995), as Lucene does it. Summing every
+# posting of every query term is what costs (a hash aggregate over all of them); instead:
+# 1. each term's upper bound `ub` comes from its largest tf and shortest chunk (bm25_terms);
+# 2. theta, a lower bound of the depth-th best score: the depth-th best full score among
+#    the 2 * depth chunks the strongest term scores highest (any depth chunks do);
+# 3. the weakest terms whose bounds sum below theta are optional: a chunk holding only them
+#    cannot reach the top, so only the other terms' postings are summed (`partial`);
+# 4. a chunk whose partial score plus every optional bound stays below the bar (theta, or
+#    the depth-th best partial score if higher) cannot reach the top either; the rest get
+#    their optional terms added by index lookups.
+# Scores are the same sums as the plain formula (tests hold them to rank-bm25 within 1e-9);
+# the 1e-9 slack keeps a chunk tied with the depth-th score from being pruned by rounding.
+# OFFSET 0 keeps the planner from trading the (term_id, chunk_id) key lookups for a scan of
+# the chunk_id index: it underestimates the CTEs' row counts.
+_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl)"
+
+_COLLECTION_CTE = "coll AS (SELECT id FROM collections WHERE name = :collection)"
+
+_BM25_CTES = f"""
+stats AS (
+    SELECT n_chunks::float8 AS n,
+           :k1 * (1.0::float8 - :b) AS len_base,
+           :k1 * :b * n_chunks / greatest(total_dl, 1)::float8 AS len_slope
+    FROM bm25_stats WHERE collection_id = (SELECT id FROM coll)
+), q AS (
+    SELECT t.id AS term_id, t.max_tf, t.min_dl,
+           u.qtf * ln(1.0::float8 + (stats.n - coalesce(t.df, 0) + 0.5::float8) / (coalesce(t.df, 0) + 0.5::float8))
+             AS idf_weight
+    FROM (SELECT term, count(*)::float8 AS qtf FROM unnest(CAST(:terms AS text[])) AS term GROUP BY term) u
+    CROSS JOIN stats
+    LEFT JOIN bm25_terms t ON t.collection_id = (SELECT id FROM coll) AND t.term = u.term
+), qt AS MATERIALIZED (
+    SELECT q.term_id, q.idf_weight * (:k1 + 1.0::float8) AS weight,
+           q.idf_weight * (:k1 + 1.0::float8) * q.max_tf / (q.max_tf + stats.len_base + stats.len_slope * q.min_dl) AS ub
+    FROM q CROSS JOIN stats WHERE q.max_tf > 0
+), pilot AS (
+    SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
+    WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)
+    ORDER BY {_IMPACT} DESC, p.chunk_id
+    LIMIT 2 * :depth
+), theta AS MATERIALIZED (
+    SELECT coalesce((
+        SELECT sum({_IMPACT}) AS score
+        FROM qt CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
+            WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot)) OFFSET 0) p
+        GROUP BY p.chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
+    ), 0.0::float8) - 1e-9::float8 AS t
+), split AS MATERIALIZED (
+    SELECT qt.*, sum(qt.ub) OVER (ORDER BY qt.ub, qt.term_id) < theta.t AS optional
+    FROM qt CROSS JOIN theta
+), partial AS MATERIALIZED (
+    SELECT p.chunk_id, sum({_IMPACT}) AS score
+    FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
+    WHERE NOT qt.optional
+    GROUP BY p.chunk_id
+), survivors AS MATERIALIZED (
+    SELECT x.chunk_id, x.score FROM partial x
+    WHERE x.score >= greatest(
+              (SELECT t FROM theta),
+              coalesce((SELECT score FROM partial ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), 0.0::float8) - 1e-9::float8)
+          - (SELECT coalesce(sum(ub), 0.0::float8) FROM split WHERE optional)
+), completion AS (
+    SELECT p.chunk_id, sum({_IMPACT}) AS score
+    FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
+        WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM survivors)) OFFSET 0) p
+    WHERE qt.optional
+    GROUP BY p.chunk_id
+), bm25 AS (
+    SELECT x.chunk_id, x.score + coalesce(c.score, 0.0::float8) AS score
+    FROM survivors x LEFT JOIN completion c ON c.chunk_id = x.chunk_id
+    ORDER BY score DESC, x.chunk_id
+    LIMIT :depth
+), bm25_ranked AS (
+    SELECT b.chunk_id, b.score, row_number() OVER (ORDER BY b.score DESC, b.chunk_id) AS rnk,
+           (SELECT sum(q.idf_weight) FROM q CROSS JOIN LATERAL (
+                SELECT FROM bm25_postings p WHERE p.term_id = q.term_id AND p.chunk_id = b.chunk_id OFFSET 0) hit)
+             / (SELECT sum(idf_weight) FROM q) AS idf_share
+    FROM bm25 b
+)"""
+
+_DENSE_CTES = """
+dense AS (
+    SELECT c.id AS chunk_id, 1.0::float8 - (c.embedding <=> CAST(:embedding AS vector)) AS sim
+    FROM chunks c WHERE c.collection_id = (SELECT id FROM coll)
+    ORDER BY c.embedding <=> CAST(:embedding AS vector)
+    LIMIT :depth
+), dense_ranked AS (
+    SELECT dense.*, row_number() OVER (ORDER BY sim DESC, chunk_id) AS rnk FROM dense
+)"""
+
+# The k best fused rows first, then their text: joining every candidate would fetch text
+# for rows the LIMIT drops.
+_HIT_COLUMNS = """
+SELECT f.*, c.document_id, c.text, d.external_id, d.title
+FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f
+JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = c.document_id
+ORDER BY f.fused DESC, f.chunk_id
+"""
+
+HYBRID_SQL = f"""
+WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
+    SELECT coalesce(b.chunk_id, d.chunk_id) AS chunk_id,
+           b.score AS bm25_score, b.rnk AS bm25_rank, b.idf_share,
+           d.sim AS dense_similarity, d.rnk AS dense_rank,
+           coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
+             + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
+    FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
+){_HIT_COLUMNS}"""
+
+BM25_SQL = f"""
+WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()}, fused AS (
+    SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
+           NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
+    FROM bm25_ranked
+){_HIT_COLUMNS}"""
+
+DENSE_SQL = f"""
+WITH {_COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
+    SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
+           sim AS dense_similarity, rnk AS dense_rank, sim AS fused
+    FROM dense_ranked
+){_HIT_COLUMNS}"""
+
+_SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}

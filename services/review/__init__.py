@@ -1,0 +1,1 @@
+"""What people do with answers: the review queue, exports, router-path statistics."""

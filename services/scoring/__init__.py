@@ -1,0 +1,1 @@
+"""How confident to be: the confidence breakdown, CRAG, calibration, tuning, weights profiles."""

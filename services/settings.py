@@ -1,0 +1,36 @@
+"""The one typed settings object, read from the environment and `.env`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr
+
+from db import StoreSettings
+
+
+class Settings(StoreSettings):
+    """Everything configurable; field names map to upper-case environment variables."""
+
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_batch_size: int = 64
+    reranker_model: str | None = None
+
+    anthropic_api_key: SecretStr | None = None
+    llm_model: str = "claude-sonnet-4-5"
+    llm_max_tokens: int = 1024
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 3
+
+    chunk_tokens: int = 200
+    chunk_overlap_tokens: int = 40
+    bm25_k1: float = Field(default=1.2, ge=0)
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
+    rrf_k: int = 60
+    max_query_chars: int = 2000
+    max_upload_bytes: int = 20_000_000
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
