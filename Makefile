@@ -5,8 +5,9 @@ BIN     := $(VENV)/bin
 STAMPS  := .make-stamps
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint install install-dev browser clean
+.PHONY: run test test-fast lint install install-dev browser clean
 
+# The UI on :8501 and, beside it, the HTTP API on :8000 (/docs); `workbench serve --no-api` for the UI alone.
 run: $(STAMPS)/install
 	$(BIN)/workbench serve
 
@@ -14,6 +15,12 @@ test: $(STAMPS)/install-dev $(STAMPS)/browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The quick loop: everything but the tests marked slow (SQuAD-scale, browser, pipeline quality).
+test-fast: $(STAMPS)/install-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: $(STAMPS)/install-dev
 	$(BIN)/ruff check .

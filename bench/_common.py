@@ -277,7 +277,7 @@ def bulk_load(  # type: ignore[no-untyped-def]
 
     `chunks` are (title, text) pairs grouped by title; consecutive chunks of one title are
     packed into documents of CHUNKS_PER_DOCUMENT. Documents and chunks go in by COPY,
-    postings, terms and stats through services.corpus.ingest's own indexing statements. The HNSW
+    postings, terms and stats through services.corpus.indexing. The HNSW
     index is dropped for the load and rebuilt after it; then VACUUM ANALYZE, so index-only
     scans and plans see a settled table (what autovacuum would get to eventually).
     """
@@ -285,7 +285,7 @@ def bulk_load(  # type: ignore[no-untyped-def]
 
     from sqlalchemy import text
 
-    from services.corpus.ingest import _index_chunks, indexed_text, lock_collection
+    from services.corpus.indexing import index_chunks, indexed_text, lock_collection
     from services.store import get_engine, transaction
 
     documents: list[tuple[str, list[int]]] = []  # (title, chunk indexes)
@@ -316,10 +316,10 @@ def bulk_load(  # type: ignore[no-untyped-def]
                         for ordinal, i in enumerate(members):
                             copy.write_row((chunk_ids[i], document_id, collection_id, ordinal, chunks[i][1],
                                             token_counts[i], vectors[i]))
-        with phase("load: BM25 postings, terms, stats (services.corpus.ingest._index_chunks)", timings):
+        with phase("load: BM25 postings, terms, stats (services.corpus.indexing.index_chunks)", timings):
             for start in range(0, len(chunks), POSTINGS_BATCH_CHUNKS):
                 stop = min(start + POSTINGS_BATCH_CHUNKS, len(chunks))
-                _index_chunks(session, collection_id, chunk_ids[start:stop],
+                index_chunks(session, collection_id, chunk_ids[start:stop],
                               [indexed_text(title, body) for title, body in chunks[start:stop]])
                 log(f"  postings for {stop:,}/{len(chunks):,} chunks")
         with phase("load: commit", timings):

@@ -92,7 +92,8 @@ def squad(n: int, seed: int, model: str, skip: int) -> dict[str, Any]:
     from sklearn.metrics import roc_auc_score
 
     from services.answering.llm import _lexical
-    from services.answering.llm.offline import OfflineBackend, answer_sentences
+    from services.answering.llm._sentences import answer_sentences
+    from services.answering.llm.offline import OfflineBackend
 
     paragraphs = squad_paragraphs()
     by_id = {p["_id"]: p for p in paragraphs}

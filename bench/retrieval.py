@@ -99,7 +99,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from services.corpus.ingest import indexed_text
+    from services.corpus.indexing import indexed_text
     from services.retrieval import embedding
     from services.store import get_engine
 
@@ -344,9 +344,10 @@ def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
     which another process took the CPU does not.
     """
     from services.scoring.confidence import score_retrieval
+    from services.scoring.weights import DEFAULT_PROFILE
 
     for result in results[:5]:
-        score_retrieval(result)
+        score_retrieval(result, DEFAULT_PROFILE)
     block = max(1, reps // 5)
     wall, cpu = [], []
     for result in results:
@@ -354,7 +355,7 @@ def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
         for _ in range(5):
             started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(block):
-                score_retrieval(result)
+                score_retrieval(result, DEFAULT_PROFILE)
             wall_blocks.append((time.perf_counter() - started) * 1000 / block)
             cpu_blocks.append((time.process_time() - cpu_started) * 1000 / block)
         wall.append(min(wall_blocks))
@@ -374,9 +375,11 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     """
     from sqlalchemy import text
 
+    from services.corpus.batching import BATCH_DOCUMENTS, ENCODE_CHUNKS
     from services.corpus.chunking import chunk_text
     from services.corpus.extract import SourceDocument
-    from services.corpus.ingest import BATCH_DOCUMENTS, ENCODE_CHUNKS, indexed_text, ingest_documents
+    from services.corpus.indexing import indexed_text
+    from services.corpus.ingest import ingest_documents
     from services.retrieval import embedding
     from services.store import transaction
 

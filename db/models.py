@@ -9,6 +9,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     Float,
     ForeignKey,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -169,6 +171,9 @@ class Run(Base):
     corrected_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
     flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     review_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Set on runs assessed from another system's record: its trace id and metadata.
+    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
+    external: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
 
 
 class ReviewHistory(Base):
@@ -263,3 +268,38 @@ class LLMCacheRow(Base):
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ApiKey(Base):
+    """A key another system sends to the HTTP API; only its sha256 is stored."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class RunIntake(Base):
+    """A record another system sent (file import or API), waiting for or past its assessment."""
+
+    __tablename__ = "run_intake"
+    __table_args__ = (
+        CheckConstraint("source IN ('import', 'api')", name="run_intake_source"),
+        CheckConstraint("status IN ('queued', 'assessed', 'failed')", name="run_intake_status"),
+        Index("run_intake_queued", "id", postgresql_where=text("status = 'queued'")),
+    )
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    source: Mapped[str] = mapped_column(Text)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), nullable=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    status: Mapped[str] = mapped_column(Text, default="queued")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    assessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

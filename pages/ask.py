@@ -10,19 +10,19 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import cached_corpus_stats, ensure_store, render_quote_in_chunk, require_sign_in, selected_preset, show_error
-from services.answering.decisions import BLEND_WEIGHTS
+from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
 from services.answering.pipeline import run as run_pipeline
 from services.answering.presets import PRESETS
-from services.answering.runs import Event, Iteration, Run, load_run
+from services.answering.runs import Event, Iteration, Run, RunStatus, load_run
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
 from services.corpus.stats import demo_questions
-from services.domain import Hit
+from services.domain import HIT_COLUMNS, Hit, hit_rows
 from services.errors import WorkbenchError
 from services.review.queue import send_to_review
-from services.scoring.confidence import ConfidenceBreakdown, WeightsProfile, breakdown_from_raw
-from services.scoring.profiles import active_profile
+from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
+from services.scoring.profiles import profile_for_run
 
 QUERY_KEY = "ask.query"
 DEMO_KEY = "ask.demo"
@@ -41,38 +41,18 @@ def answerable_questions(questions: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(q["text"]) for q in questions if (q.get("metadata") or {}).get("answerable", True)]
 
 
-def best_iteration(run: Run) -> Iteration:
-    return next((it for it in run.iterations if it.ordinal == run.best_iteration), run.iterations[-1])
-
-
 def chunk_texts(run: Run) -> dict[int, str]:
     """Chunk id -> text for every chunk the run retrieved (the best iteration wins on repeats)."""
     texts: dict[int, str] = {}
-    for it in (best_iteration(run), *run.iterations):
-        for hit in it.retrieval.get("hits", []):
-            texts.setdefault(int(hit["chunk_id"]), str(hit.get("text", "")))
+    best = run.best()
+    for it in (best, *run.iterations) if best else run.iterations:
+        for hit in it.hits:
+            texts.setdefault(hit.chunk_id, hit.text)
     return texts
 
 
-def hits_of(iteration: Iteration) -> list[Hit]:
-    return [Hit.from_dict(h) for h in iteration.retrieval.get("hits", [])]
-
-
 def hits_frame(hits: Sequence[Hit]) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"rank": h.rank, "document": h.external_id, "chunk": h.chunk_id, "fused": h.fused_score,
-         "bm25": h.bm25_score, "bm25 rank": h.bm25_rank, "dense sim": h.dense_similarity, "dense rank": h.dense_rank,
-         "rerank": h.rerank_score, "text": h.text[:300]}
-        for h in hits
-    ], columns=["rank", "document", "chunk", "fused", "bm25", "bm25 rank", "dense sim", "dense rank", "rerank", "text"])
-
-
-def run_profile(run: Run) -> WeightsProfile:
-    """The weights the run was scored with, so the breakdown adds up to the stored number."""
-    try:
-        return WeightsProfile.from_dict(run.config["profile"])
-    except (KeyError, TypeError, ValueError, WorkbenchError):
-        return active_profile()[0]
+    return pd.DataFrame(hit_rows(hits), columns=list(HIT_COLUMNS))
 
 
 def final_gauge_breakdown(breakdown: ConfidenceBreakdown, run: Run) -> ConfidenceBreakdown:
@@ -82,20 +62,18 @@ def final_gauge_breakdown(breakdown: ConfidenceBreakdown, run: Run) -> Confidenc
 
 def signals_frame(signals: Mapping[str, float]) -> pd.DataFrame:
     """Blended signals in blend order with their renormalized weights, then reference-only values."""
-    blended = [name for name in BLEND_WEIGHTS if name in signals]
-    total = sum(BLEND_WEIGHTS[name] for name in blended) or 1.0
+    terms = blend_terms(signals)
     others = sorted(name for name in signals if name not in BLEND_WEIGHTS)
-    return pd.DataFrame([
-        {"signal": SIGNAL_LABELS.get(name, name), "value": float(signals[name]),
-         "blend weight": BLEND_WEIGHTS[name] / total if name in BLEND_WEIGHTS else None}
-        for name in (*blended, *others)
-    ], columns=["signal", "value", "blend weight"])
+    return pd.DataFrame(
+        [{"signal": SIGNAL_LABELS.get(t.signal, t.signal), "value": t.value, "blend weight": t.share} for t in terms]
+        + [{"signal": SIGNAL_LABELS.get(name, name), "value": float(signals[name]), "blend weight": None}
+           for name in others],
+        columns=["signal", "value", "blend weight"])
 
 
 def blend_caption(run: Run) -> str:
     """How the final confidence was made, from constants and numbers only."""
-    parts = [f"{SIGNAL_LABELS[name]} {run.signals[name]:.2f} × {BLEND_WEIGHTS[name]:.2f}"
-             for name in BLEND_WEIGHTS if name in run.signals]
+    parts = [f"{SIGNAL_LABELS[t.signal]} {t.value:.2f} × {t.weight:.2f}" for t in blend_terms(run.signals)]
     text = (f"Final confidence {run.final_confidence:.2f} is the weighted mean of the signals that ran: "
             f"{', '.join(parts)} (weights renormalized over those signals). Only the retrieval part is broken "
             "down into its seven components below.")
@@ -186,9 +164,16 @@ def _ask(query: str, preset: str) -> int | None:
 
 
 def _render_run(run: Run, user: CurrentUser) -> None:
-    best = best_iteration(run)
-    profile = run_profile(run)
-    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.get("reranker", "none"))
+    best = run.best()
+    if best is None:
+        st.warning(f"Run {run.run_id} was stored without its iterations; there is nothing to show.")
+        return
+    try:
+        profile = profile_for_run(stored=run.config.get("profile"), profile_id=run.weights_profile_id)
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.reranker)
     left, right = st.columns([3, 2])
     with left:
         _render_answer(run)
@@ -223,9 +208,9 @@ def _render_answer(run: Run) -> None:
     st.caption(f"Run {run.run_id} · {len(run.iterations)} iteration(s) · best iteration {run.best_iteration}")
     texts = chunk_texts(run)
     for citation in run.citations:
-        with st.expander(f"Citation [{int(citation['marker'])}]"):
-            st.text(f"document {citation['external_id']} · chunk {citation['chunk_id']}")
-            render_quote_in_chunk(texts.get(int(citation["chunk_id"])), str(citation.get("quote", "")))
+        with st.expander(f"Citation [{citation.marker}]"):
+            st.text(f"document {citation.external_id} · chunk {citation.chunk_id}")
+            render_quote_in_chunk(texts.get(citation.chunk_id), citation.quote)
 
 
 def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration) -> None:
@@ -239,13 +224,12 @@ def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration) -> None:
 
 
 def _render_hits(best: Iteration) -> None:
-    hits = hits_of(best)
-    if not hits:
+    if not best.hits:
         st.info("Nothing was retrieved.")
         return
-    st.dataframe(hits_frame(hits), hide_index=True, key="ask.hits")
-    if best.retrieval.get("mode") == "hybrid":
-        st.plotly_chart(conf_charts.rank_scatter_figure(hits), key="ask.scatter")
+    st.dataframe(hits_frame(best.hits), hide_index=True, key="ask.hits")
+    if best.retrieval.mode == "hybrid":
+        st.plotly_chart(conf_charts.rank_scatter_figure(best.hits), key="ask.scatter")
 
 
 def _render_crag(best: Iteration, preset: str) -> None:
@@ -254,20 +238,20 @@ def _render_crag(best: Iteration, preset: str) -> None:
         st.info(f"CRAG evaluation is off in the {preset if preset in PRESETS else 'chosen'} preset.")
         return
     cols = st.columns(3)
-    cols[0].metric("Verdict", str(verdict["verdict"]))
-    cols[1].metric("Score", f"{verdict['score']:.2f}")
-    cols[2].metric("Confidence", f"{verdict['confidence']:.2f}")
-    st.text(str(verdict["reasoning"]))
-    st.text(f"action: {verdict['action']} → {verdict.get('action_outcome') or 'applied'}")
-    st.dataframe(pd.DataFrame([{"signal": k, "value": v} for k, v in verdict["signals"].items()]), hide_index=True,
+    cols[0].metric("Verdict", verdict.verdict.value)
+    cols[1].metric("Score", f"{verdict.score:.2f}")
+    cols[2].metric("Confidence", f"{verdict.confidence:.2f}")
+    st.text(verdict.reasoning)
+    st.text(f"action: {verdict.action} → {verdict.action_outcome or 'applied'}")
+    st.dataframe(pd.DataFrame([{"signal": k, "value": v} for k, v in verdict.signals.items()]), hide_index=True,
                  key="ask.crag_signals")
-    strips = verdict.get("strips") or []
+    strips = [dataclasses.asdict(s) for s in verdict.strips]
     with st.expander(f"Knowledge strips ({len(strips)})"):
         st.dataframe(pd.DataFrame(strips, columns=["chunk_id", "relevance", "text"]), hide_index=True, key="ask.strips")
 
 
 def _render_iterations(run: Run) -> None:
-    threshold = float(run.config.get("reflection_min_score", run_charts.REFLECTION_THRESHOLD))
+    threshold = float(run.config.get("reflection_min_score", REFLECTION_MIN_SCORE))
     st.plotly_chart(run_charts.reflection_figure(run, threshold), key="ask.reflection")
     for it in run.iterations:
         best = " · best" if it.ordinal == run.best_iteration else ""
@@ -277,9 +261,9 @@ def _render_iterations(run: Run) -> None:
                 st.text("sub-questions: " + " | ".join(it.sub_queries))
             st.text(f"decision: {it.decision} — {it.decision_reason}")
             if it.reflection:
-                st.text(f"reflection {it.reflection['reflection_score']:.2f}: {it.reflection['reflection_reason']}")
+                st.text(f"reflection {it.reflection.reflection_score:.2f}: {it.reflection.reflection_reason}")
             if it.grade:
-                st.text(f"grade {it.grade['score']}/5 ({it.grade.get('label', '')})")
+                st.text(f"grade {it.grade.score}/5 ({it.grade.label})")
             st.text("gaps: " + (", ".join(it.gaps) if it.gaps else "none"))
             if it.errors:
                 st.dataframe(pd.DataFrame(list(it.errors)), hide_index=True, key=f"ask.errors.{it.ordinal}")
@@ -291,7 +275,7 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
     notice = st.session_state.pop(NOTICE_KEY, None)
     if notice:
         st.success(notice)
-    if run.status == "auto_accepted":
+    if run.status == RunStatus.AUTO_ACCEPTED:
         st.caption("Auto-accepted: high confidence, CRAG correct and reflection approved.")
         if st.button("Send to review", key="ask.send_to_review"):
             try:
@@ -303,7 +287,7 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
             st.session_state[NOTICE_KEY] = (f"Run {run.run_id} was sent to the review queue." if sent is not False
                                             else f"Run {run.run_id} was no longer auto-accepted; nothing was changed.")
             st.rerun()
-    elif run.status == "pending":
+    elif run.status == RunStatus.PENDING:
         st.info("This run is already queued for review.")
         st.page_link("pages/review.py", label="Open the review queue", icon=":material/fact_check:")
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -14,10 +13,11 @@ import streamlit as st
 from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
 from services.answering.presets import PRESETS
 from services.charts import evaluation as charts
-from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
+from services.corpus.ingest import IngestProgress, IngestSummary
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
-from services.retrieval.evaluation import EvalQuery, ModeReport, evaluate, load_qrels, load_queries, queue_evaluation_runs
+from services.retrieval.evaluation import BeirFiles, EvalQuery, EvaluationOutcome, ModeReport, evaluate_beir, queue_evaluation_runs
+from services.scoring.profiles import active_profile
 
 DEFAULT_COLLECTION = "eval"
 PUSH_DEFAULT = 20
@@ -26,24 +26,11 @@ QUERIES_KEY = "evaluate.queries"
 RUN_COLLECTION_KEY = "evaluate.run_collection"
 INGEST_LINE_KEY = "evaluate.ingest_line"
 PUSHED_KEY = "evaluate.pushed"
+PROFILE_KEY = "evaluate.profile"
 UPLOAD_NAMES = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"}
 
 
 # --- pure helpers (tested without Streamlit) -----------------------------------------------
-
-@dataclass(frozen=True)
-class BeirFiles:
-    queries: Path
-    qrels: Path
-    corpus: Path | None = None  # ingested into the collection first when given
-
-
-@dataclass(frozen=True)
-class EvaluationOutcome:
-    reports: list[ModeReport]
-    queries: list[EvalQuery]  # the judged queries that were evaluated, in file order
-    ingest: IngestSummary | None
-
 
 def files_from_paths(corpus: str, queries: str, qrels: str) -> BeirFiles:
     """Paths typed by the user; queries and qrels are required, the corpus is optional."""
@@ -82,20 +69,6 @@ def count_documents(corpus: Path) -> int:
         raise InputError(f"could not read {corpus}: {exc.strerror or exc}") from exc
 
 
-def load_judged_queries(files: BeirFiles, limit: int = 0) -> tuple[list[EvalQuery], dict[str, dict[str, int]]]:
-    """The queries that have a relevance judgement, in file order, the first `limit` (0: all)."""
-    try:
-        qrels = load_qrels(files.qrels)
-        queries = [q for q in load_queries(files.queries) if qrels.get(q.query_id)]
-    except UnicodeDecodeError as exc:
-        raise InputError(f"the queries and qrels files must be UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise InputError(f"could not read the evaluation files: {exc.strerror or exc}") from exc
-    if not queries:
-        raise InputError("none of the queries has a relevance judgement in the qrels file")
-    return (queries[:limit] if limit > 0 else queries), qrels
-
-
 def run_evaluation(
     files: BeirFiles,
     *,
@@ -105,19 +78,12 @@ def run_evaluation(
     on_ingest_progress: Callable[[IngestProgress], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> EvaluationOutcome:
-    """Ingest the corpus (if given; unchanged documents are skipped), then evaluate every mode."""
-    collection = collection.strip()
-    if not collection:
-        raise InputError("give a collection name to evaluate in")
-    if not modes:
-        raise InputError("choose at least one retrieval mode")
-    queries, qrels = load_judged_queries(files, limit)  # bad query files fail before a long ingest
-    summary = None
-    if files.corpus is not None:
-        summary = ingest_paths([files.corpus], collection=collection, on_progress=on_ingest_progress)
+    """The evaluation `workbench eval` runs, scored with the active weights profile; `limit` 0 means all."""
+    outcome = evaluate_beir(files, collection=collection, profile=active_profile().weights, modes=modes,
+                            limit=limit or None, on_ingest_progress=on_ingest_progress, on_progress=on_progress)
+    if outcome.ingest is not None:
         cached_corpus_stats.clear()
-    reports = evaluate(queries, qrels, modes=modes, collection=collection, on_progress=on_progress)
-    return EvaluationOutcome(reports, queries, summary)
+    return outcome
 
 
 def metrics_frame(reports: Sequence[ModeReport]) -> pd.DataFrame:
@@ -222,7 +188,8 @@ def _render_run_form() -> None:
         ingest_bar.progress(1.0, text="corpus ingested")
     st.session_state[REPORTS_KEY] = outcome.reports
     st.session_state[QUERIES_KEY] = outcome.queries
-    st.session_state[RUN_COLLECTION_KEY] = collection.strip()
+    st.session_state[RUN_COLLECTION_KEY] = outcome.collection
+    st.session_state[PROFILE_KEY] = outcome.profile.label
     st.session_state[INGEST_LINE_KEY] = _ingest_line(outcome.ingest)
     st.session_state.pop(PUSHED_KEY, None)
 
@@ -242,6 +209,7 @@ def _render_results(reports: list[ModeReport]) -> None:
     st.plotly_chart(charts.metrics_figure(reports), key="evaluate.metrics_chart")
     st.dataframe(metrics_frame(reports), hide_index=True)
     st.subheader("Confidence vs hit@10")
+    st.caption(f"Confidence scored with the weights profile {st.session_state.get(PROFILE_KEY, '')}.")
     cols = st.columns(len(reports))
     for col, report in zip(cols, reports):
         auroc = report.confidence_auroc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pandas as pd
@@ -13,7 +13,9 @@ import streamlit as st
 from pages.common import ensure_store, require_sign_in, show_error
 from services.answering.runs import STATUSES
 from services.errors import WorkbenchError
-from services.review.export import DATE_FIELDS, FORMATS, VERDICTS, ExportFilters, export_bytes, export_records
+from services.review.days import day_range
+from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_records
+from services.review.export_formats import FORMATS, export_bytes
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
 from services.scoring.confidence import DEFAULT_PROFILE
 from services.scoring.profiles import list_profiles
@@ -37,15 +39,12 @@ class Download:
 
 def export_filters(*, statuses: Sequence[str], verdict: str, reviewer: str, date_field: str, start: date | None,
                    end: date | None, profile: str) -> ExportFilters:
-    """The widgets' values as ExportFilters (which rejects a range that ends before it starts).
-
-    Dates are whole UTC days: `start` from its first instant, `end` up to the end of that day.
-    """
+    """The widgets' values as ExportFilters; dates are whole UTC days, `end` included
+    (a range that ends before it starts is an InputError)."""
+    since, until = day_range(start, end)
     return ExportFilters(
         statuses=tuple(statuses), verdict=None if verdict == ANY else verdict, reviewer=reviewer.strip() or None,
-        date_field=date_field, profile=None if profile == ANY else profile,
-        since=datetime.combine(start, time(), UTC) if start is not None else None,
-        until=datetime.combine(end + timedelta(days=1), time(), UTC) if end is not None else None,
+        date_field=date_field, profile=None if profile == ANY else profile, since=since, until=until,
     )
 
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from pages.common import as_plain, ensure_store, render_quote_in_chunk, require_sign_in, show_error
+from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Iteration, Run, load_run
 from services.auth import CurrentUser, require_reviewer
 from services.charts import review as review_charts
 from services.charts.confidence import breakdown_figure
-from services.errors import ConflictError, InputError, WorkbenchError
+from services.domain import Hit
+from services.errors import ConflictError, WorkbenchError
+from services.review.days import day_range
 from services.review.queue import (
     ACTIONS,
     FLAG_REASONS,
@@ -30,7 +33,8 @@ from services.review.queue import (
     submit_review,
 )
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
-from services.scoring.confidence import DEFAULT_PROFILE, LEVELS, WeightsProfile, breakdown_from_raw
+from services.scoring.confidence import LEVELS, breakdown_from_raw
+from services.scoring.profiles import profile_for_run
 
 SELECTED_KEY = "review.selected_run"
 VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time
@@ -47,20 +51,10 @@ QUEUE_COLUMNS = ("run id", "question", "level", "confidence", "calibrated", "dis
 
 # --- pure data helpers -----------------------------------------------------------------------
 
-def day_bounds(start: date | None, end: date | None) -> tuple[datetime | None, datetime | None]:
-    """Whole UTC days: `since` at the start of `start`, `until` at the end of `end` (exclusive)."""
-    if start is not None and end is not None and start > end:
-        raise InputError(f"the date range starts on {start.isoformat()}, after it ends on {end.isoformat()}; "
-                         "pick a start on or before the end")
-    since = datetime.combine(start, time(), UTC) if start is not None else None
-    until = datetime.combine(end + timedelta(days=1), time(), UTC) if end is not None else None
-    return since, until
-
-
 def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Sequence[str], reviewer: str,
                   start: date | None, end: date | None) -> QueueFilters:
     """The filter widgets' values as QueueFilters; no status chosen means every status."""
-    since, until = day_bounds(start, end)
+    since, until = day_range(start, end)  # whole UTC days, the end day included
     return QueueFilters(statuses=tuple(statuses) or STATUSES, levels=tuple(levels), presets=tuple(presets),
                         reviewer=reviewer.strip() or None, since=since, until=until)
 
@@ -82,16 +76,6 @@ def history_frame(history: Sequence[Review]) -> pd.DataFrame:
          "corrected answer": h.corrected_answer}
         for h in history
     ])
-
-
-def best_iteration(run: Run) -> Iteration | None:
-    return next((it for it in run.iterations if it.ordinal == run.best_iteration), None)
-
-
-def run_profile(run: Run) -> WeightsProfile:
-    """The weights the run was scored with (stored in its config), so the chart matches its numbers."""
-    stored = run.config.get("profile")
-    return WeightsProfile.from_dict(stored) if stored else DEFAULT_PROFILE
 
 
 def correction_prefill(run: Run, history: Sequence[Review]) -> str:
@@ -228,7 +212,7 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     st.text(run.final_answer or "(no answer was produced)")
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
-    best = best_iteration(run)
+    best = run.best()
     _render_breakdown(run, best)
     _render_sources(run, best)
     _render_iterations(run)
@@ -246,17 +230,17 @@ def _render_sources(run: Run, best: Iteration | None) -> None:
     if not run.citations:
         st.info("The answer cites no passages.")
         return
-    hits = {h.get("chunk_id"): h for h in (best.retrieval.get("hits", []) if best else [])}
+    hits = {h.chunk_id: h for h in (best.hits if best else ())}
     with st.container(height=520):
         for citation in run.citations:
-            _render_citation(citation, hits.get(citation.get("chunk_id")))
+            _render_citation(citation, hits.get(citation.chunk_id))
 
 
-def _render_citation(citation: Mapping[str, Any], hit: Mapping[str, Any] | None) -> None:
+def _render_citation(citation: Citation, hit: Hit | None) -> None:
     with st.container(border=True):
-        st.text(f"[{citation.get('marker')}] {citation.get('external_id')} — document {citation.get('document_id')}, "
-                f"chunk {citation.get('chunk_id')}")
-        render_quote_in_chunk(hit.get("text", "") if hit else None, citation.get("quote") or "")
+        st.text(f"[{citation.marker}] {citation.external_id} — document {citation.document_id}, "
+                f"chunk {citation.chunk_id}")
+        render_quote_in_chunk(hit.text if hit else None, citation.quote)
 
 
 def _render_breakdown(run: Run, best: Iteration | None) -> None:
@@ -265,13 +249,14 @@ def _render_breakdown(run: Run, best: Iteration | None) -> None:
         st.info("No retrieval metrics are stored for this run.")
         return
     try:
-        profile = run_profile(run)
-    except (InputError, KeyError, TypeError, ValueError) as exc:
-        show_error(f"The run's stored weights profile cannot be read ({exc}); showing the default weights.")
-        profile = DEFAULT_PROFILE
-    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.get("reranker", "none"))
+        profile = profile_for_run(stored=run.config.get("profile"), profile_id=run.weights_profile_id)
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.reranker)
     st.plotly_chart(breakdown_figure(breakdown), key="review.breakdown")
-    st.caption(f"Retrieval confidence {breakdown.overall:.2f} ({breakdown.level}) under the run's weights; "
+    st.caption(f"Retrieval confidence {breakdown.overall:.2f} ({breakdown.level}) under the run's weights "
+               f"({breakdown.profile}); "
                f"blended with the other signals: {run.final_confidence:.2f}.")
     for line in breakdown.recommendations:
         st.text(f"• {line}")
@@ -284,10 +269,9 @@ def _render_iterations(run: Run) -> None:
         with st.expander(f"Iteration {it.ordinal}: {it.decision} · confidence {it.confidence:.2f} ({it.level}){best}"):
             st.text(f"Query used: {it.query_used}")
             st.text(f"Decision: {it.decision} — {it.decision_reason}")
-            reflection = (it.reflection or {}).get("reflection_score")
-            st.text(f"Reflection score: {reflection:.2f}" if reflection is not None else "Reflection score: not run")
-            grade = it.grade or {}
-            st.text(f"Grade: {grade['score']}/5 ({grade.get('label', '')})" if grade else "Grade: not run")
+            reflection = it.reflection
+            st.text(f"Reflection score: {reflection.reflection_score:.2f}" if reflection else "Reflection score: not run")
+            st.text(f"Grade: {it.grade.score}/5 ({it.grade.label})" if it.grade else "Grade: not run")
             st.text("Gaps: " + ("; ".join(it.gaps) if it.gaps else "none"))
             for error in it.errors:
                 st.text(f"Error in {error.get('stage')} ({error.get('kind')}): {error.get('message')}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
@@ -13,6 +13,7 @@ from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Run, load_run
 from services.charts import run as run_charts
 from services.errors import WorkbenchError
+from services.review.days import day_range
 from services.review.paths import RecentRun, RouteFilters, RouteStats, recent_runs, route_stats
 
 PRESETS_KEY = "routes.presets"
@@ -28,8 +29,7 @@ TOP_ROUTES = 10
 
 def filters_from_inputs(presets: Sequence[str], statuses: Sequence[str], dates: Sequence[date]) -> RouteFilters:
     """Dates are whole UTC days, the end day included; one date alone means "from then on"."""
-    since = datetime.combine(dates[0], time.min, UTC) if len(dates) >= 1 else None
-    until = datetime.combine(dates[1] + timedelta(days=1), time.min, UTC) if len(dates) >= 2 else None
+    since, until = day_range(dates[0] if len(dates) >= 1 else None, dates[1] if len(dates) >= 2 else None)
     return RouteFilters(presets=tuple(presets), statuses=tuple(statuses), since=since, until=until)
 
 

@@ -7,19 +7,15 @@ import streamlit as st
 
 from pages.common import cached_corpus_stats, ensure_store, require_sign_in, show_error
 from services.charts import confidence as charts
-from services.domain import RETRIEVAL_MODES, RetrievalResult
+from services.domain import HIT_COLUMNS, RETRIEVAL_MODES, RetrievalResult, hit_rows
 from services.errors import WorkbenchError
 from services.retrieval.search import default_params, search
-from services.scoring.confidence import DEFAULT_PROFILE, score_retrieval
+from services.scoring.confidence import WeightsProfile, score_retrieval
+from services.scoring.profiles import active_profile
 
 
 def hits_frame(result: RetrievalResult) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"rank": h.rank, "document": h.external_id, "fused": h.fused_score, "bm25": h.bm25_score,
-         "bm25 rank": h.bm25_rank, "dense sim": h.dense_similarity, "dense rank": h.dense_rank,
-         "text": h.text[:300]}
-        for h in result.hits
-    ])
+    return pd.DataFrame(hit_rows(result.hits), columns=list(HIT_COLUMNS))
 
 
 def main() -> None:
@@ -44,18 +40,20 @@ def main() -> None:
         return
     try:
         result = search(query, default_params(mode=mode, k=k))
+        profile = active_profile().weights  # read per search: an activation on Tuning applies at once
     except WorkbenchError as exc:
         show_error(exc)
         return
-    _render_result(result)
+    _render_result(result, profile)
 
 
-def _render_result(result: RetrievalResult) -> None:
-    breakdown = score_retrieval(result)
+def _render_result(result: RetrievalResult, profile: WeightsProfile) -> None:
+    breakdown = score_retrieval(result, profile)
     left, right = st.columns([1, 2])
-    left.plotly_chart(charts.gauge_figure(breakdown, high=DEFAULT_PROFILE.high, medium=DEFAULT_PROFILE.medium,
-                                          low=DEFAULT_PROFILE.low), key="search.gauge")
+    left.plotly_chart(charts.gauge_figure(breakdown, high=profile.high, medium=profile.medium, low=profile.low),
+                      key="search.gauge")
     right.subheader(breakdown.interpretation)
+    right.caption(f"weights profile: {breakdown.profile}")
     right.plotly_chart(charts.breakdown_figure(breakdown), key="search.breakdown")
     for line in breakdown.recommendations:
         st.text(f"• {line}")

@@ -18,9 +18,9 @@ from services.charts import tuning as charts
 from services.charts.confidence import COMPONENT_LABELS
 from services.errors import InputError, WorkbenchError
 from services.scoring.calibration import METHODS, CalibrationReport, calibration_metrics, fit_calibrator, fit_weights, recommend_threshold
-from services.scoring.confidence import COMPONENTS, WeightsProfile
-from services.scoring.profiles import activate_profile, active_profile, list_profiles, save_profile
+from services.scoring.profiles import ScoringProfile, activate_profile, active_profile, list_profiles, save_profile
 from services.scoring.tuning import RunMatrix, compare_profiles, level_changes, level_indexes, load_run_matrix, rescore, triage
+from services.scoring.weights import COMPONENTS, WeightsProfile
 
 WEIGHT_KEYS = {c: f"tuning.w.{c}" for c in COMPONENTS}
 THRESHOLD_KEYS = {"high": "tuning.t.high", "medium": "tuning.t.medium", "low": "tuning.t.low"}
@@ -50,7 +50,7 @@ def cached_run_matrix() -> RunMatrix:
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def _cached_active() -> tuple[WeightsProfile, int | None]:
+def _cached_active() -> ScoringProfile:
     return active_profile()
 
 
@@ -170,7 +170,7 @@ def main() -> None:
     st.title("Tune confidence weights")
     try:
         ensure_store()
-        active, _ = _cached_active()
+        active = _cached_active().weights
         matrix = cached_run_matrix()
     except WorkbenchError as exc:
         show_error(exc)

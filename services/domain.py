@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -57,3 +58,16 @@ class RetrievalResult:
         data = asdict(self)
         data["hits"] = [h.to_dict() for h in self.hits]
         return data
+
+
+HIT_COLUMNS = ("rank", "document", "chunk", "fused", "bm25", "bm25 rank", "dense sim", "dense rank", "rerank", "text")
+
+
+def hit_rows(hits: Sequence[Hit], *, text_chars: int = 300) -> list[dict[str, Any]]:
+    """One table row per hit with every score behind its rank, keyed by HIT_COLUMNS."""
+    return [
+        {"rank": h.rank, "document": h.external_id, "chunk": h.chunk_id, "fused": h.fused_score,
+         "bm25": h.bm25_score, "bm25 rank": h.bm25_rank, "dense sim": h.dense_similarity, "dense rank": h.dense_rank,
+         "rerank": h.rerank_score, "text": h.text[:text_chars]}
+        for h in hits
+    ]

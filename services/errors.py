@@ -7,6 +7,7 @@
     ├── NotFoundError         a run, document or profile that does not exist
     ├── ConflictError         a review saved over a newer version (optimistic locking)
     ├── PermissionDeniedError an action the signed-in user may not take
+    ├── NotAuthenticatedError an API request without a valid, unrevoked API key
     └── LLMError              the answer backend failed (timeout, refusal, bad output)
 """
 
@@ -43,6 +44,10 @@ class ConflictError(WorkbenchError):
 
 class PermissionDeniedError(WorkbenchError):
     """The current user is not allowed to do this."""
+
+
+class NotAuthenticatedError(WorkbenchError):
+    """An HTTP API request whose key is missing, unknown or revoked."""
 
 
 class LLMError(WorkbenchError):

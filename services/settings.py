@@ -30,6 +30,13 @@ class Settings(StoreSettings):
     max_query_chars: int = 2000
     max_upload_bytes: int = 20_000_000
 
+    # The HTTP API (`workbench api`): the largest request body, checked before it is
+    # parsed (413 past it), and the most records one POST /runs may carry.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    api_max_body_bytes: int = Field(default=4_000_000, ge=1_000)
+    api_max_batch: int = Field(default=500, ge=1)
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -82,6 +82,18 @@ def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped
     return "squad"
 
 
+# What makes a test slow is what it needs, so the mark follows the need: a test that reads
+# SQuAD half-dev (thousands of questions or hundreds of paragraphs to ingest) or drives a
+# browser is slow wherever it is written; `make test-fast` leaves these out.
+_SLOW_FIXTURES = {"squad_dir", "squad_collection"}
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        if _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     import pgserver
 

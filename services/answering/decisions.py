@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from services.domain import Hit
 from services.retrieval.text import tokenize
 
-# Seed 000 calls the fallback WEB_FALLBACK; here it searches another collection (a FallbackSource).
-DECISIONS = ("COMPLETE", "REFINE_QUERY", "FALLBACK_SEARCH", "DECOMPOSE", "ACCEPT_BEST")
+# Seed 004: a reflection score at or above this approves an answer (the router, auto-accept,
+# the offline judge's needs_regeneration, the tuning page and the run charts all read it here).
+REFLECTION_MIN_SCORE = 0.8
+
+
+class RouterAction(StrEnum):
+    """What the router decides at the end of an iteration; the values are what runs store."""
+
+    COMPLETE = "COMPLETE"
+    REFINE_QUERY = "REFINE_QUERY"
+    # Seed 000 calls it WEB_FALLBACK; here it searches another collection (a FallbackSource).
+    FALLBACK_SEARCH = "FALLBACK_SEARCH"
+    DECOMPOSE = "DECOMPOSE"
+    ACCEPT_BEST = "ACCEPT_BEST"
+
+
+DECISIONS = tuple(action.value for action in RouterAction)
+FINAL_ACTIONS = (RouterAction.COMPLETE, RouterAction.ACCEPT_BEST)  # the loop stops after these
 
 
 @dataclass(frozen=True)
@@ -37,7 +54,7 @@ class RouterState:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str
+    action: RouterAction
     reason: str
 
 
@@ -45,23 +62,23 @@ def decide(state: RouterState, thresholds: RouterThresholds = RouterThresholds()
     """Route one iteration. The hard cap ends in ACCEPT_BEST, never in an exception."""
     approved = state.reflection_approved is not False
     if state.confidence >= thresholds.complete and approved:
-        return Decision("COMPLETE", f"confidence {state.confidence:.2f} >= {thresholds.complete}"
-                        + (" and reflection approved" if state.reflection_approved else ""))
+        return Decision(RouterAction.COMPLETE, f"confidence {state.confidence:.2f} >= {thresholds.complete}"
+                                               + (" and reflection approved" if state.reflection_approved else ""))
     if state.iteration >= state.max_iterations:
-        return Decision("ACCEPT_BEST", f"iteration cap {state.max_iterations} reached; keeping the best iteration")
+        return Decision(RouterAction.ACCEPT_BEST, f"iteration cap {state.max_iterations} reached; keeping the best iteration")
     if state.source_count == 0 and not state.fallback_available:
-        return Decision("ACCEPT_BEST", "insufficient data: nothing retrieved and no fallback source")
+        return Decision(RouterAction.ACCEPT_BEST, "insufficient data: nothing retrieved and no fallback source")
     if state.confidence >= thresholds.refine:
         if not state.has_gaps and state.reflection_approved is not False:
-            return Decision("ACCEPT_BEST", "no gaps identified; accepting the current answer")
-        return Decision("REFINE_QUERY", f"confidence {state.confidence:.2f} in [{thresholds.refine}, "
-                        f"{thresholds.complete}); refining the query for the gaps")
+            return Decision(RouterAction.ACCEPT_BEST, "no gaps identified; accepting the current answer")
+        return Decision(RouterAction.REFINE_QUERY, f"confidence {state.confidence:.2f} in [{thresholds.refine}, "
+                                                   f"{thresholds.complete}); refining the query for the gaps")
     if state.source_count < thresholds.min_sources and state.fallback_available and not state.fallback_used:
-        return Decision("FALLBACK_SEARCH", f"confidence {state.confidence:.2f} with only {state.source_count} sources")
+        return Decision(RouterAction.FALLBACK_SEARCH, f"confidence {state.confidence:.2f} with only {state.source_count} sources")
     if state.query_complexity == "complex" and state.iteration < 2 and not state.decomposed:
-        return Decision("DECOMPOSE", "complex question with low confidence; answering its parts")
+        return Decision(RouterAction.DECOMPOSE, "complex question with low confidence; answering its parts")
     note = "" if state.fallback_available else " (fallback unavailable)"
-    return Decision("REFINE_QUERY", f"confidence {state.confidence:.2f} < {thresholds.refine}{note}")
+    return Decision(RouterAction.REFINE_QUERY, f"confidence {state.confidence:.2f} < {thresholds.refine}{note}")
 
 
 def query_complexity(query: str, sub_queries: Sequence[str]) -> str:
@@ -91,6 +108,25 @@ def heuristic_confidence(hits: Sequence[Hit], answer: str, query: str, *, max_so
 BLEND_WEIGHTS = {"retrieval": 0.15, "reflection": 0.50, "grade": 0.35, "heuristic": 0.15}
 
 
+@dataclass(frozen=True)
+class BlendTerm:
+    """One signal of the blend: its value, its weight, and that weight's share of the signals that ran."""
+
+    signal: str
+    value: float
+    weight: float  # BLEND_WEIGHTS[signal]
+    share: float  # weight renormalized over the signals present: the shares sum to 1
+
+
+def blend_terms(signals: Mapping[str, float]) -> tuple[BlendTerm, ...]:
+    """The blended signals present in `signals`, in blend order; entries that are not blend
+    inputs (the `heuristic_value` reference) are left out."""
+    present = [name for name in BLEND_WEIGHTS if name in signals]
+    total = sum(BLEND_WEIGHTS[name] for name in present)
+    return tuple(BlendTerm(name, float(signals[name]), BLEND_WEIGHTS[name], BLEND_WEIGHTS[name] / total)
+                 for name in present)
+
+
 def blended_confidence(*, retrieval: float, reflection: float | None, grade: int | None,
                        heuristic: float | None = None) -> tuple[float, dict[str, float]]:
     """Weighted mean of the signals that exist (a disabled or failed one is left out and the
@@ -103,6 +139,8 @@ def blended_confidence(*, retrieval: float, reflection: float | None, grade: int
         signals["grade"] = (grade - 1) / 4
     if reflection is None and grade is None and heuristic is not None:
         signals["heuristic"] = heuristic
-    total_weight = sum(BLEND_WEIGHTS[name] for name in signals)
-    value = sum(BLEND_WEIGHTS[name] * v for name, v in signals.items()) / total_weight
+    terms = blend_terms(signals)
+    # Weighted sum over the total weight, in blend order: services.scoring.tuning.rescore
+    # vectorizes exactly this arithmetic, so its floats match the stored ones.
+    value = sum(t.weight * t.value for t in terms) / sum(t.weight for t in terms)
     return float(value), signals

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from services.answering.decisions import RouterThresholds
+from services.answering.decisions import REFLECTION_MIN_SCORE, RouterThresholds
 from services.errors import InputError
 from services.scoring.crag import CragConfig
 
@@ -20,12 +20,15 @@ class FeatureConfig:
     enable_decomposition: bool = True
     min_confidence_threshold: float = 0.5
     max_refinement_attempts: int = 2
-    reflection_min_score: float = 0.8  # seed 004 REFLECTION_MIN_SCORE
+    reflection_min_score: float = REFLECTION_MIN_SCORE
     retrieval_mode: str = "hybrid"
     k: int = 8
     router: RouterThresholds = RouterThresholds()
     crag: CragConfig = CragConfig()
     fallback_collection: str | None = None
+    # Seed 001: the answer reads only as many of the chunks as the question's kind needs
+    # (services.retrieval.adaptive.cut_for_question). ADAPTIVE_K_NOTE
+    adaptive_k: bool = False
 
     @property
     def max_iterations(self) -> int:

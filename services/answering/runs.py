@@ -1,21 +1,53 @@
-"""Runs as stored: events, iterations, the final state; saved atomically, loaded whole."""
+"""Runs as stored: events, iterations, the final state; saved atomically, loaded whole.
+
+Iterations and runs hold typed objects (the RetrievalResult, CragVerdict, Reflection, Grade
+and Citations, and StrEnums for the status, decisions and CRAG verdict). They become JSON
+here and nowhere else: in save_run and load_run (the database boundary) and in to_dict, the
+shape exports and `workbench ask --json` print. A StrEnum's value is the stored string.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import LLMCallRow, RunEvent, RunIteration
 from db.models import Run as RunRow
-from services.answering.llm.base import LLMCall
-from services.errors import NotFoundError
+from services.answering.decisions import RouterAction
+from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
+from services.domain import Hit, RetrievalResult
+from services.errors import InputError, NotFoundError
+from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
 from services.store import transaction
 
-STATUSES = ("auto_accepted", "pending", "approved", "flagged", "corrected")
+E = TypeVar("E", bound=StrEnum)
+T = TypeVar("T")
+
+
+class RunStatus(StrEnum):
+    """Where a run stands: the pipeline sets the first two, reviews the other three."""
+
+    AUTO_ACCEPTED = "auto_accepted"
+    PENDING = "pending"
+    APPROVED = "approved"
+    FLAGGED = "flagged"
+    CORRECTED = "corrected"
+
+
+STATUSES = tuple(status.value for status in RunStatus)
+
+
+def _member(enum: type[E], value: str, what: str) -> E:
+    try:
+        return enum(value)
+    except ValueError:
+        raise InputError(f"unknown {what} {value!r} (expected one of {', '.join(enum)})") from None
 
 
 @dataclass(frozen=True)
@@ -38,27 +70,36 @@ class Iteration:
     ordinal: int
     query_used: str
     sub_queries: tuple[str, ...]
-    retrieval: dict[str, Any]  # RetrievalResult.to_dict(): every hit with all its scores
+    retrieval: RetrievalResult  # every hit with all its scores
     components: tuple[float, ...]
     raw_metrics: dict[str, Any]
     retrieval_confidence: float
     confidence: float  # blended
     level: str
-    crag: dict[str, Any] | None
+    crag: CragVerdict | None
     answer: str
-    citations: tuple[dict[str, Any], ...]
-    reflection: dict[str, Any] | None
-    grade: dict[str, Any] | None
+    citations: tuple[Citation, ...]
+    reflection: Reflection | None
+    grade: Grade | None
     gaps: tuple[str, ...]
-    decision: str
+    decision: RouterAction
     decision_reason: str
     signals: dict[str, float]
     latency_ms: dict[str, float]
     errors: tuple[dict[str, str], ...] = ()
     llm_calls: tuple[LLMCall, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decision", _member(RouterAction, self.decision, "decision"))
+
+    @property
+    def hits(self) -> tuple[Hit, ...]:
+        return self.retrieval.hits
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(self)  # nested dataclasses become dicts, as they are stored
+        data["decision"] = self.decision.value
+        data["grade"] = _grade_json(self.grade)
         data["llm_calls"] = [c.to_dict() for c in self.llm_calls]
         return data
 
@@ -71,18 +112,18 @@ class Run:
     source: str
     backend: str
     model: str
-    status: str
+    status: RunStatus
     final_answer: str
-    citations: tuple[dict[str, Any], ...]
+    citations: tuple[Citation, ...]
     final_confidence: float
     final_level: str
     retrieval_confidence: float
     components: tuple[float, ...]
     reflection_score: float | None
     grade: int | None
-    crag_verdict: str | None
+    crag_verdict: RetrievalVerdict | None
     signals: dict[str, float]  # the best iteration's blend inputs: re-blended when weights change
-    route: tuple[str, ...]
+    route: tuple[RouterAction, ...]
     best_iteration: int
     weights_profile: str
     weights_profile_id: int | None
@@ -94,8 +135,21 @@ class Run:
     run_id: int | None = None
     created_at: datetime | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", _member(RunStatus, self.status, "run status"))
+        object.__setattr__(self, "route", tuple(_member(RouterAction, a, "decision") for a in self.route))
+        if self.crag_verdict is not None:
+            object.__setattr__(self, "crag_verdict", _member(RetrievalVerdict, self.crag_verdict, "CRAG verdict"))
+
+    def best(self) -> Iteration | None:
+        """The iteration the final answer came from; None when the run was stored without it."""
+        return next((it for it in self.iterations if it.ordinal == self.best_iteration), None)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["status"] = self.status.value
+        data["crag_verdict"] = self.crag_verdict.value if self.crag_verdict is not None else None
+        data["route"] = [action.value for action in self.route]
         data["iterations"] = [i.to_dict() for i in self.iterations]
         data["events"] = [e.to_dict() for e in self.events]
         data["created_at"] = self.created_at.isoformat() if self.created_at else None
@@ -106,13 +160,14 @@ def save_run(run: Run, *, session: Session) -> int:
     """Insert the run with its iterations, events and LLM calls (caller owns the transaction)."""
     row = RunRow(
         query=run.query, preset=run.preset, collection=run.collection, source=run.source, backend=run.backend,
-        model=run.model, status=run.status, final_answer=run.final_answer, citations=list(run.citations),
-        final_confidence=run.final_confidence, final_level=run.final_level,
-        retrieval_confidence=run.retrieval_confidence, components=list(run.components),
-        reflection_score=run.reflection_score, grade=run.grade, crag_verdict=run.crag_verdict,
-        signals=run.signals, route=list(run.route), best_iteration=run.best_iteration, iterations_count=len(run.iterations),
-        weights_profile_id=run.weights_profile_id, weights_profile=run.weights_profile, config=run.config,
-        outcome_note=run.outcome_note, latency_ms=run.latency_ms,
+        model=run.model, status=run.status.value, final_answer=run.final_answer,
+        citations=[asdict(c) for c in run.citations], final_confidence=run.final_confidence,
+        final_level=run.final_level, retrieval_confidence=run.retrieval_confidence, components=list(run.components),
+        reflection_score=run.reflection_score, grade=run.grade,
+        crag_verdict=run.crag_verdict.value if run.crag_verdict is not None else None, signals=run.signals,
+        route=[action.value for action in run.route], best_iteration=run.best_iteration,
+        iterations_count=len(run.iterations), weights_profile_id=run.weights_profile_id,
+        weights_profile=run.weights_profile, config=run.config, outcome_note=run.outcome_note, latency_ms=run.latency_ms,
     )
     session.add(row)
     session.flush()
@@ -142,6 +197,43 @@ def load_run(run_id: int, *, session: Session | None = None) -> Run:
     return _run_from_rows(row, iterations, calls, events)
 
 
+# --- from the JSON columns back to typed objects -------------------------------------------
+
+def _grade_json(grade: Grade | None) -> dict[str, Any] | None:
+    return None if grade is None else {**asdict(grade), "label": grade.label}
+
+
+def _from_json(cls: type[T], data: Mapping[str, Any], **converted: Any) -> T:
+    """A dataclass from its stored JSON: lists back to tuples, keys it has no field for (a
+    grade's label) dropped, and fields added after the run was stored left at their defaults."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+    return cls(**{**values, **converted})
+
+
+def _retrieval_from_json(data: Mapping[str, Any]) -> RetrievalResult:
+    return _from_json(RetrievalResult, data, hits=tuple(Hit.from_dict(h) for h in data.get("hits", ())))
+
+
+def _crag_from_json(data: Mapping[str, Any]) -> CragVerdict:
+    return _from_json(CragVerdict, data, verdict=_member(RetrievalVerdict, data["verdict"], "CRAG verdict"),
+                      strips=tuple(_from_json(KnowledgeStrip, s) for s in data.get("strips", ())))
+
+
+def _iteration_from_row(it: RunIteration, calls: tuple[LLMCall, ...]) -> Iteration:
+    return Iteration(
+        ordinal=it.ordinal, query_used=it.query_used, sub_queries=tuple(it.sub_queries),
+        retrieval=_retrieval_from_json(it.retrieval), components=tuple(it.components), raw_metrics=it.raw_metrics,
+        retrieval_confidence=it.retrieval_confidence, confidence=it.confidence, level=it.level,
+        crag=_crag_from_json(it.crag) if it.crag else None, answer=it.answer,
+        citations=tuple(_from_json(Citation, c) for c in it.citations),
+        reflection=_from_json(Reflection, it.reflection) if it.reflection else None,
+        grade=_from_json(Grade, it.grade) if it.grade else None, gaps=tuple(it.gaps),
+        decision=_member(RouterAction, it.decision, "decision"), decision_reason=it.decision_reason, signals=it.signals,
+        latency_ms=it.latency_ms, errors=tuple(it.errors), llm_calls=calls,
+    )
+
+
 _CALL_FIELDS = tuple(LLMCall.__dataclass_fields__)
 
 
@@ -151,24 +243,14 @@ def _run_from_rows(row: RunRow, iterations, calls, events) -> Run:  # type: igno
         calls_by_iteration.setdefault(c.iteration or 0, []).append(LLMCall(**{f: getattr(c, f) for f in _CALL_FIELDS}))
     return Run(
         query=row.query, preset=row.preset, collection=row.collection, source=row.source, backend=row.backend,
-        model=row.model, status=row.status, final_answer=row.final_answer, citations=tuple(row.citations),
-        final_confidence=row.final_confidence, final_level=row.final_level,
-        retrieval_confidence=row.retrieval_confidence, components=tuple(row.components),
-        reflection_score=row.reflection_score, grade=row.grade, crag_verdict=row.crag_verdict,
-        signals=row.signals, route=tuple(row.route), best_iteration=row.best_iteration, weights_profile=row.weights_profile,
-        weights_profile_id=row.weights_profile_id, config=row.config, outcome_note=row.outcome_note,
-        latency_ms=row.latency_ms, run_id=row.id, created_at=row.created_at,
-        iterations=tuple(
-            Iteration(
-                ordinal=it.ordinal, query_used=it.query_used, sub_queries=tuple(it.sub_queries), retrieval=it.retrieval,
-                components=tuple(it.components), raw_metrics=it.raw_metrics,
-                retrieval_confidence=it.retrieval_confidence, confidence=it.confidence, level=it.level, crag=it.crag,
-                answer=it.answer, citations=tuple(it.citations), reflection=it.reflection, grade=it.grade,
-                gaps=tuple(it.gaps), decision=it.decision, decision_reason=it.decision_reason, signals=it.signals,
-                latency_ms=it.latency_ms, errors=tuple(it.errors),
-                llm_calls=tuple(calls_by_iteration.get(it.ordinal, ())),
-            )
-            for it in iterations
-        ),
+        model=row.model, status=_member(RunStatus, row.status, "run status"), final_answer=row.final_answer,
+        citations=tuple(_from_json(Citation, c) for c in row.citations), final_confidence=row.final_confidence,
+        final_level=row.final_level, retrieval_confidence=row.retrieval_confidence, components=tuple(row.components),
+        reflection_score=row.reflection_score, grade=row.grade,
+        crag_verdict=_member(RetrievalVerdict, row.crag_verdict, "CRAG verdict") if row.crag_verdict is not None else None,
+        signals=row.signals, route=tuple(_member(RouterAction, a, "decision") for a in row.route), best_iteration=row.best_iteration,
+        weights_profile=row.weights_profile, weights_profile_id=row.weights_profile_id, config=row.config,
+        outcome_note=row.outcome_note, latency_ms=row.latency_ms, run_id=row.id, created_at=row.created_at,
+        iterations=tuple(_iteration_from_row(it, tuple(calls_by_iteration.get(it.ordinal, ()))) for it in iterations),
         events=tuple(Event(e.seq, e.event_type, e.message, e.ts, e.elapsed_ms, e.data) for e in events),
     )

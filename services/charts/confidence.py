@@ -1,10 +1,11 @@
-"""Confidence figures: gauge, weighted breakdown, components, BM25-vs-dense rank scatter."""
+"""Confidence figures: gauge, weighted breakdown, BM25-vs-dense rank scatter."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from services.scoring.confidence import COMPONENTS, ConfidenceBreakdown
+from services.scoring.confidence import ConfidenceBreakdown
+from services.scoring.weights import COMPONENTS
 
 LEVEL_COLORS = {"HIGH": "#1a7f37", "MEDIUM": "#bf8700", "LOW": "#d1242f", "VERY LOW": "#82071e"}
 COMPONENT_LABELS = {
@@ -33,16 +34,6 @@ def breakdown_figure(breakdown: ConfidenceBreakdown) -> go.Figure:
     fig.add_vline(x=breakdown.overall, line_dash="dot", annotation_text=f"total {breakdown.overall:.2f}")
     fig.update_layout(barmode="stack", height=170, margin=dict(l=10, r=10, t=30, b=10),
                       xaxis=dict(range=[0, 1], title="weighted contribution"), legend=dict(orientation="h", y=-0.5))
-    return fig
-
-
-def components_figure(breakdown: ConfidenceBreakdown) -> go.Figure:
-    """The seven components on their own [0, 1] scale, next to their weights' share."""
-    labels = [COMPONENT_LABELS[c] for c in COMPONENTS]
-    fig = go.Figure(go.Bar(x=[breakdown.components[c] for c in COMPONENTS], y=labels, orientation="h",
-                           marker_color=LEVEL_COLORS[breakdown.level]))
-    fig.update_layout(height=260, margin=dict(l=10, r=10, t=10, b=10), xaxis=dict(range=[0, 1], title="component"),
-                      yaxis=dict(autorange="reversed"))
     return fig
 
 

@@ -11,25 +11,25 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from services.answering.runs import Event, Run
+from services.answering.decisions import REFLECTION_MIN_SCORE, RouterAction
+from services.answering.runs import Event, Run, RunStatus
 from services.review.paths import START, RoutePath, count_routes, count_transitions
 
-DECISION_COLORS = {
-    "COMPLETE": "#1a7f37",
-    "REFINE_QUERY": "#bf8700",
-    "FALLBACK_SEARCH": "#0969da",
-    "DECOMPOSE": "#8250df",
-    "ACCEPT_BEST": "#6e7781",
+DECISION_COLORS: dict[str, str] = {
+    RouterAction.COMPLETE: "#1a7f37",
+    RouterAction.REFINE_QUERY: "#bf8700",
+    RouterAction.FALLBACK_SEARCH: "#0969da",
+    RouterAction.DECOMPOSE: "#8250df",
+    RouterAction.ACCEPT_BEST: "#6e7781",
 }
-STATUS_COLORS = {
-    "auto_accepted": "#1a7f37",
-    "approved": "#2da44e",
-    "pending": "#bf8700",
-    "flagged": "#d1242f",
-    "corrected": "#0969da",
+STATUS_COLORS: dict[str, str] = {
+    RunStatus.AUTO_ACCEPTED: "#1a7f37",
+    RunStatus.APPROVED: "#2da44e",
+    RunStatus.PENDING: "#bf8700",
+    RunStatus.FLAGGED: "#d1242f",
+    RunStatus.CORRECTED: "#0969da",
 }
 NEUTRAL = "#57606a"
-REFLECTION_THRESHOLD = 0.8  # seed 004's REFLECTION_MIN_SCORE
 
 
 def _plain(value: str, limit: int = 300) -> str:
@@ -37,13 +37,13 @@ def _plain(value: str, limit: int = 300) -> str:
     return html.escape(value, quote=False)
 
 
-def reflection_figure(run: Run, threshold: float = REFLECTION_THRESHOLD) -> go.Figure:
+def reflection_figure(run: Run, threshold: float = REFLECTION_MIN_SCORE) -> go.Figure:
     """Reflection score and blended confidence per iteration against the reflection threshold.
 
     An iteration without reflection (off in the preset, or it failed) has a gap, not a zero.
     """
     ordinals = [it.ordinal for it in run.iterations]
-    scores = [(it.reflection or {}).get("reflection_score") for it in run.iterations]
+    scores = [it.reflection.reflection_score if it.reflection else None for it in run.iterations]
     fig = go.Figure()
     fig.add_trace(go.Scatter(name="reflection score", x=ordinals, y=scores, mode="lines+markers",
                              connectgaps=False, marker=dict(size=10)))

@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from services.charts.confidence import COMPONENT_LABELS, LEVEL_COLORS
 from services.scoring.calibration import CalibrationReport
-from services.scoring.confidence import COMPONENTS, LEVELS, WeightsProfile
 from services.scoring.tuning import level_indexes
+from services.scoring.weights import COMPONENTS, LEVELS, WeightsProfile
 
 HISTOGRAM_BINS = 40  # 0.025 wide: fine enough to see runs pile up against a threshold
 DIAGONAL_NAME = "perfectly calibrated"

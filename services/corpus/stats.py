@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from services.corpus.ingest import IngestSummary, ProgressCallback, ingest_paths, lock_collection, remove_document
+from services.corpus.indexing import lock_collection, remove_document
+from services.corpus.ingest import IngestSummary, ProgressCallback, ingest_paths
 from services.errors import NotFoundError
 from services.settings import Settings, get_settings
 from services.store import transaction

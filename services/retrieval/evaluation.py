@@ -1,4 +1,8 @@
-"""Retrieval evaluation on BEIR-format sets: nDCG@10, Recall@100, MRR@10, confidence AUROC."""
+"""Retrieval evaluation on BEIR-format sets: nDCG@10, Recall@100, MRR@10, confidence AUROC.
+
+`evaluate_beir` is the whole evaluation the Evaluate page and `workbench eval` both run;
+`evaluate` is its scoring step on queries already loaded.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,12 @@ from ir_measures import RR, R, nDCG
 from sklearn.metrics import roc_auc_score
 
 from services.answering.llm.base import AnswerBackend
+from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.retrieval import embedding
 from services.retrieval.search import default_params, search_in_session
-from services.scoring.confidence import DEFAULT_PROFILE, WeightsProfile, components_from_raw, overall, raw_metrics
+from services.scoring.confidence import WeightsProfile, components_from_raw, overall, raw_metrics
 from services.settings import Settings, get_settings
 from services.store import transaction
 
@@ -86,17 +91,19 @@ def evaluate(
     queries: Sequence[EvalQuery],
     qrels: dict[str, dict[str, int]],
     *,
+    profile: WeightsProfile,
     modes: Sequence[str] = RETRIEVAL_MODES,
     collection: str = "default",
-    profile: WeightsProfile = DEFAULT_PROFILE,
     on_progress: Callable[[int, int], None] | None = None,
     settings: Settings | None = None,
 ) -> list[ModeReport]:
-    """Run every judged query through each mode; chunk hits are aggregated to documents."""
+    """Run every judged query through each mode; chunk hits are aggregated to documents.
+
+    Each query's confidence is its top 10 hits scored with `profile` (pass the active one,
+    services.scoring.profiles.active_profile, to match what Search and Ask show).
+    """
     settings = settings or get_settings()
-    unknown = [m for m in modes if m not in RETRIEVAL_MODES]
-    if unknown:
-        raise InputError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(RETRIEVAL_MODES)}")
+    _check_modes(modes)
     judged = [q for q in queries if qrels.get(q.query_id)]
     if not judged:
         raise InputError("none of the queries has a relevance judgement in the qrels file")
@@ -127,6 +134,14 @@ def evaluate(
     return reports
 
 
+def _check_modes(modes: Sequence[str]) -> None:
+    if not modes:
+        raise InputError("choose at least one retrieval mode")
+    unknown = [m for m in modes if m not in RETRIEVAL_MODES]
+    if unknown:
+        raise InputError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(RETRIEVAL_MODES)}")
+
+
 def _documents_in_rank_order(hits) -> list[str]:  # type: ignore[no-untyped-def]
     """A document ranks where its best chunk ranks (max-score aggregation)."""
     seen: dict[str, None] = {}
@@ -147,6 +162,64 @@ def _auroc(per_query: list[dict[str, object]]) -> float | None:
         return None  # AUROC is undefined with one class
     scores = np.array([float(p["confidence"]) for p in per_query])  # type: ignore[arg-type]
     return float(roc_auc_score(labels, scores))
+
+
+# --- the whole evaluation: files in, reports out ------------------------------------------
+
+@dataclass(frozen=True)
+class BeirFiles:
+    queries: Path
+    qrels: Path
+    corpus: Path | None = None  # ingested into the collection first when given
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    collection: str
+    profile: WeightsProfile  # what each query's confidence was scored with
+    reports: list[ModeReport]  # in the order the modes were asked for
+    queries: list[EvalQuery]  # the judged queries that were evaluated, in file order
+    ingest: IngestSummary | None  # None when no corpus was given
+
+
+def load_judged_queries(files: BeirFiles, limit: int | None = None) -> tuple[list[EvalQuery], dict[str, dict[str, int]]]:
+    """The queries that have a relevance judgement, in file order (the first `limit`; None: all)."""
+    if limit is not None and limit < 1:
+        raise InputError(f"the query limit must be at least 1 (got {limit}); leave it out to evaluate every query")
+    qrels = load_qrels(files.qrels)
+    queries = [q for q in load_queries(files.queries) if qrels.get(q.query_id)]
+    if not queries:
+        raise InputError("none of the queries has a relevance judgement in the qrels file")
+    return queries[:limit], qrels
+
+
+def evaluate_beir(
+    files: BeirFiles,
+    *,
+    collection: str,
+    profile: WeightsProfile,
+    modes: Sequence[str] = RETRIEVAL_MODES,
+    limit: int | None = None,
+    on_ingest_progress: Callable[[IngestProgress], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    settings: Settings | None = None,
+) -> EvaluationOutcome:
+    """Check the inputs, ingest the corpus (if given; unchanged documents are skipped), then
+    evaluate every mode. Cheap checks come first, so a bad file fails before a long ingest."""
+    collection = collection.strip()
+    if not collection:
+        raise InputError("give a collection name to evaluate in")
+    _check_modes(modes)
+    queries, qrels = load_judged_queries(files, limit)
+    summary = None
+    if files.corpus is not None:
+        summary = ingest_paths([files.corpus], collection=collection, on_progress=on_ingest_progress, settings=settings)
+        if summary.ingested + summary.replaced + summary.unchanged == 0:
+            reasons = "; ".join(f"{s.source}: {s.reason}" for s in summary.skipped[:3])
+            raise InputError(f"no documents could be read from the corpus {files.corpus} ({reasons})")
+    reports = evaluate(queries, qrels, profile=profile, modes=modes, collection=collection, on_progress=on_progress,
+                       settings=settings)
+    return EvaluationOutcome(collection, profile, reports, queries, summary)
 
 
 def queue_evaluation_runs(

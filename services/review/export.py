@@ -1,40 +1,30 @@
-"""Exports of stored runs and their reviews (CSV, JSONL, Parquet) for audits and fine-tuning sets.
+"""Select stored runs and their reviews for export, as one flat record per run.
 
 One record per run, flat enough for a spreadsheet but complete: `FIELDS` gives the
-columns in order and the type of each. Lists and dicts (citations, components, route,
-iterations, review history) are JSON strings in CSV and Parquet cells -- simple, lossless,
-and readable by any tool -- and plain JSON in JSONL. `read_export` turns any of the three
-back into the records `export_records` returned.
+columns in order and the type of each. `services.review.export_formats` writes records
+as CSV, JSONL or Parquet and reads them back.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import os
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
-from typing import Any, BinaryIO
+from datetime import UTC, date, datetime
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.answering.runs import STATUSES
 from services.errors import InputError
 from services.retrieval.text import require_storable
+from services.review.days import day_end, day_start
 from services.scoring.confidence import COMPONENTS
 from services.store import transaction
 
 VERDICTS = ("approved", "flagged", "corrected")
 DATE_FIELDS = ("created", "reviewed")
-FORMATS = ("csv", "jsonl", "parquet")
 
 # Column order and type. "?" marks a nullable scalar; "json" holds a list or dict. A
 # nullable text field is never "" in a record (blank is None), so an empty CSV cell is None.
@@ -102,15 +92,7 @@ def parse_when(value: str, *, end: bool = False) -> datetime:
             return datetime.fromisoformat(value)
         except ValueError as exc:
             raise InputError(f"{value!r} is not an ISO date (2025-05-31) or datetime (2025-05-31T14:00:00+00:00)") from exc
-    if end and day == date.max:  # the day after it is past what a datetime can hold
-        return datetime.max.replace(tzinfo=UTC)
-    return datetime.combine(day + timedelta(days=1 if end else 0), time(), UTC)
-
-
-def check_format(fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise InputError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
-    return fmt
+    return day_end(day) if end else day_start(day)
 
 
 # --- loading: three queries in one snapshot, grouped in Python ---------------------------
@@ -208,137 +190,3 @@ def _record(r: Any, iterations: list[Any], history: list[Any], calibrated: float
                             "corrected_answer": h.corrected_answer} for h in history],
         "preset": r.preset, "backend": r.backend, "model": r.model, "collection": r.collection, "source": r.source,
     }
-
-
-# --- writing and reading the three formats ---------------------------------------------
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _to_cells(record: dict[str, Any]) -> dict[str, Any]:
-    """Nested fields as JSON strings; scalars unchanged."""
-    return {name: _dumps(record[name]) if kind == "json" else record[name] for name, kind in FIELDS.items()}
-
-
-# A spreadsheet runs a CSV cell that starts with one of these as a formula (OWASP "CSV
-# injection"); questions, answers and comments are typed by people. Such a text cell is
-# written with a leading apostrophe, which spreadsheets show as plain text. Cells already
-# starting with an apostrophe get one too, so reading strips exactly one and round-trips.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
-
-
-def _csv_text(value: str) -> str:
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
-
-
-def _from_csv_text(value: str) -> str:
-    return value[1:] if value.startswith("'") and value[1:].startswith(_FORMULA_STARTS) else value
-
-
-def _from_cell(kind: str, value: Any) -> Any:
-    if kind == "json":
-        return json.loads(value)
-    if value is None or (value == "" and kind.endswith("?")):
-        return None
-    if kind.startswith("int"):
-        return int(value)
-    if kind.startswith("float"):
-        return float(value)
-    return value
-
-
-_ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "text": pa.string(), "json": pa.string()}
-_ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind.rstrip("?")], nullable=kind.endswith("?"))
-                           for name, kind in FIELDS.items()])
-
-
-def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
-    """The records serialized as `fmt` (UTF-8 for the text formats, no byte-order mark)."""
-    check_format(fmt)
-    if fmt == "jsonl":
-        return "".join(_dumps(r) + "\n" for r in records).encode("utf-8")
-    if fmt == "csv":
-        buffer = io.StringIO(newline="")
-        writer = csv.writer(buffer)
-        writer.writerow(FIELDS)
-        for record in records:
-            cells = _to_cells(record)
-            # repr keeps every float digit; None is an empty cell (nullable fields only).
-            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else
-                             _csv_text(v) if isinstance(v, str) else v for v in cells.values()])
-        return buffer.getvalue().encode("utf-8")
-    table = pa.Table.from_pylist([_to_cells(r) for r in records], schema=_ARROW_SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
-
-
-def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> None:
-    """Write the export to an open binary file, or atomically to a path.
-
-    A path is written through a temporary file in the same directory and then renamed
-    over the destination, so a failed export never leaves a half-written file behind.
-    """
-    data = export_bytes(records, fmt)
-    if not isinstance(destination, (str, Path)):
-        destination.write(data)
-        return
-    path = Path(destination)
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write {path}: directory {path.parent} does not exist")
-    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(temporary, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def read_export(source: Path | str | bytes, fmt: str) -> list[dict[str, Any]]:
-    """Re-import an export written by `write_export` / `export_bytes` as the same records."""
-    check_format(fmt)
-    if isinstance(source, bytes):
-        data = source
-    else:
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read {source}: {exc.strerror or exc}") from exc
-    try:
-        if fmt == "jsonl":
-            # Split on "\n" only: str.splitlines() would also split inside text at U+2028.
-            rows = [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
-            return [_ordered(row) for row in rows]
-        if fmt == "csv":
-            # Cells hold whole answers and JSON lists; the default 128 KiB cell cap is too low.
-            csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
-            reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline=""))
-            _require_columns(reader.fieldnames or [])
-            cells = [{name: _from_csv_text(value) if isinstance(value, str) else value for name, value in row.items()}
-                     for row in reader]
-        else:
-            table = pq.read_table(pa.BufferReader(data))
-            _require_columns(table.column_names)
-            cells = table.to_pylist()
-        return [{name: _from_cell(kind, row[name]) for name, kind in FIELDS.items()} for row in cells]
-    except (ValueError, pa.ArrowException) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise InputError(f"not a readable {fmt} export: {exc}") from exc
-
-
-def _require_columns(columns: Sequence[str]) -> None:
-    missing = [name for name in FIELDS if name not in columns]
-    if missing:
-        raise InputError(f"not a workbench export: missing columns {', '.join(missing)}")
-
-
-def _ordered(row: dict[str, Any]) -> dict[str, Any]:
-    _require_columns(list(row))
-    return {name: row[name] for name in FIELDS}

@@ -10,11 +10,12 @@ from typing import NamedTuple
 
 from sqlalchemy import text
 
+from services.answering.decisions import RouterAction
 from services.errors import InputError
 from services.store import transaction
 
 START = "START"
-ACCEPT_BEST = "ACCEPT_BEST"
+ACCEPT_BEST = RouterAction.ACCEPT_BEST
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ from sqlalchemy import select, text
 
 from db.models import ReviewHistory
 from db.models import Run as RunRow
+from services.answering.runs import RunStatus
 from services.errors import ConflictError, InputError, NotFoundError
 from services.retrieval.text import require_storable
 from services.store import transaction
 
-ACTIONS = {"approve": "approved", "flag": "flagged", "correct": "corrected"}
+ACTIONS = {"approve": RunStatus.APPROVED, "flag": RunStatus.FLAGGED, "correct": RunStatus.CORRECTED}
 FLAG_REASONS = (
     "wrong answer",
     "not supported by the sources",
@@ -167,8 +168,8 @@ def send_to_review(run_id: int, *, reviewer: str) -> bool:
                 raise NotFoundError(f"run {run_id} does not exist")
             return False
         session.add(ReviewHistory(run_id=run_id, version=version, action="send_to_review",
-                                  reviewer=reviewer.strip() or "unknown", previous_status="auto_accepted",
-                                  new_status="pending", comment=""))
+                                  reviewer=reviewer.strip() or "unknown", previous_status=RunStatus.AUTO_ACCEPTED,
+                                  new_status=RunStatus.PENDING, comment=""))
         return True
 
 
@@ -190,7 +191,7 @@ class QueueItem:
 
 @dataclass(frozen=True)
 class QueueFilters:
-    statuses: tuple[str, ...] = ("pending",)
+    statuses: tuple[str, ...] = (RunStatus.PENDING,)
     levels: tuple[str, ...] = ()
     presets: tuple[str, ...] = ()
     reviewer: str | None = None
@@ -259,4 +260,5 @@ _COUNTS_SQL = "SELECT status, count(*) FROM runs GROUP BY status"
 def queue_counts() -> dict[str, int]:
     with transaction() as session:
         counts: dict[str, int] = dict(session.execute(text(_COUNTS_SQL)).tuples().all())
-    return {status: int(counts.get(status, 0)) for status in ("pending", "approved", "flagged", "corrected", "auto_accepted")}
+    shown = (RunStatus.PENDING, RunStatus.APPROVED, RunStatus.FLAGGED, RunStatus.CORRECTED, RunStatus.AUTO_ACCEPTED)
+    return {status.value: int(counts.get(status, 0)) for status in shown}

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.errors import InputError
-from services.scoring.confidence import COMPONENTS
+from services.scoring.weights import COMPONENTS
 from services.store import transaction
 
 MIN_VERDICTS = 10  # fewer than this and a fitted curve is mostly noise

@@ -33,40 +33,21 @@ How each raw metric becomes a component in [0, 1], and why:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from services.domain import Hit, RetrievalResult
-from services.errors import InputError
 from services.retrieval.entities import mentions
 
-COMPONENTS = (
-    "top_score",
-    "score_gap",
-    "consensus",
-    "bm25_dense_agreement",
-    "low_spread",
-    "entity_support",
-    "low_diversity",
-)
-DEFAULT_WEIGHTS = {
-    "top_score": 0.30,
-    "score_gap": 0.20,
-    "consensus": 0.15,
-    "bm25_dense_agreement": 0.15,
-    "low_spread": 0.10,
-    "entity_support": 0.05,
-    "low_diversity": 0.05,
-}
-LEVELS = ("HIGH", "MEDIUM", "LOW", "VERY LOW")
-INTERPRETATIONS = {
-    "HIGH": "HIGH - Strong retrieval confidence",
-    "MEDIUM": "MEDIUM - Moderate confidence, review recommended",
-    "LOW": "LOW - Weak retrieval, mandatory review",
-    "VERY LOW": "VERY LOW - Poor retrieval, expert review required",
-}
+# The profile's names are re-exported: callers that score take the profile type from here.
+from services.scoring.weights import COMPONENTS as COMPONENTS
+from services.scoring.weights import DEFAULT_PROFILE as DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_WEIGHTS as DEFAULT_WEIGHTS
+from services.scoring.weights import INTERPRETATIONS as INTERPRETATIONS
+from services.scoring.weights import LEVELS as LEVELS
+from services.scoring.weights import WeightsProfile as WeightsProfile
 
 DENSE_FLOOR = 0.20  # seed 001's similarity floor: below it MiniLM matches are noise
 DENSE_CEIL = 0.70  # relevant MiniLM question-passage pairs mostly lie above this
@@ -76,56 +57,6 @@ CONSENSUS_THRESHOLD = 0.75
 CONSENSUS_TARGET = 3
 GRAPH_TOP_HITS = 3
 SINGLE_LEG_AGREEMENT = 0.5
-
-
-@dataclass(frozen=True)
-class WeightsProfile:
-    """Weights and level thresholds: data, versioned, editable on the Tuning page."""
-
-    name: str = "default"
-    version: int = 1
-    weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    high: float = 0.85
-    medium: float = 0.70
-    low: float = 0.50
-
-    def __post_init__(self) -> None:
-        if set(self.weights) != set(COMPONENTS):
-            raise InputError(f"weights must name exactly these components: {', '.join(COMPONENTS)}")
-        if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
-            raise InputError("weights must be non-negative and not all zero")
-        if not 0 <= self.low <= self.medium <= self.high <= 1:
-            raise InputError("thresholds must satisfy 0 <= low <= medium <= high <= 1")
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} v{self.version}"
-
-    def weight_vector(self) -> np.ndarray:
-        """Weights in COMPONENTS order, normalized to sum to 1 (so totals stay in [0, 1])."""
-        vector = np.array([self.weights[c] for c in COMPONENTS], dtype=np.float64)
-        return vector / vector.sum()
-
-    def level(self, score: float) -> str:
-        if score >= self.high:
-            return "HIGH"
-        if score >= self.medium:
-            return "MEDIUM"
-        if score >= self.low:
-            return "LOW"
-        return "VERY LOW"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "weights": dict(self.weights),
-                "high": self.high, "medium": self.medium, "low": self.low}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WeightsProfile:
-        return cls(name=data["name"], version=int(data["version"]), weights=dict(data["weights"]),
-                   high=float(data["high"]), medium=float(data["medium"]), low=float(data["low"]))
-
-
-DEFAULT_PROFILE = WeightsProfile()
 
 
 @dataclass(frozen=True)
@@ -229,17 +160,13 @@ def components(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode:
     return components_from_raw(raw_metrics(hits, query_entities, mode=mode))
 
 
-def overall(component_vector: np.ndarray, profile: WeightsProfile = DEFAULT_PROFILE) -> float:
+def overall(component_vector: np.ndarray, profile: WeightsProfile) -> float:
+    """Retrieval confidence: the components weighted by `profile` (no default: every caller
+    says which profile it scores with, normally services.scoring.profiles.active_profile)."""
     return float(np.dot(profile.weight_vector(), component_vector))
 
 
-def retrieval_totals(component_matrix: np.ndarray, profile: WeightsProfile) -> np.ndarray:
-    """Retrieval confidence for many stored runs at once: one matrix-vector product.
-    (The final, blended confidence is services.scoring.tuning.rescore.)"""
-    return np.asarray(component_matrix, dtype=np.float64) @ profile.weight_vector()
-
-
-def score_retrieval(result: RetrievalResult, profile: WeightsProfile = DEFAULT_PROFILE) -> ConfidenceBreakdown:
+def score_retrieval(result: RetrievalResult, profile: WeightsProfile) -> ConfidenceBreakdown:
     raw = raw_metrics(result.hits, result.query_entities, mode=result.mode)
     return breakdown_from_raw(raw, profile, reranker=result.reranker)
 

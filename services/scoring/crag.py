@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -14,13 +15,23 @@ from services.retrieval.entities import extract_entities, mentions
 from services.retrieval.text import tokenize
 from services.scoring.confidence import hit_relevance
 
+
+class RetrievalVerdict(StrEnum):
+    """CRAG's three classes; the values are what runs store."""
+
+    CORRECT = "CORRECT"
+    AMBIGUOUS = "AMBIGUOUS"
+    INCORRECT = "INCORRECT"
+
+
 SIGNAL_WEIGHTS = {"top_score": 0.4, "keyword_coverage": 0.3, "document_agreement": 0.3}
 AGREEMENT_FLOOR, AGREEMENT_CEIL = 0.2, 0.8  # MiniLM cosine between chunks on one topic
-ACTIONS = {"CORRECT": "refine_and_use", "AMBIGUOUS": "combine_with_fallback", "INCORRECT": "use_fallback"}
+ACTIONS = {RetrievalVerdict.CORRECT: "refine_and_use", RetrievalVerdict.AMBIGUOUS: "combine_with_fallback",
+           RetrievalVerdict.INCORRECT: "use_fallback"}
 REASONS = {
-    "CORRECT": "High-quality retrieval: the documents are relevant",
-    "AMBIGUOUS": "Uncertain retrieval quality: refine the documents and look for more",
-    "INCORRECT": "Low-quality retrieval: the documents do not answer the question",
+    RetrievalVerdict.CORRECT: "High-quality retrieval: the documents are relevant",
+    RetrievalVerdict.AMBIGUOUS: "Uncertain retrieval quality: refine the documents and look for more",
+    RetrievalVerdict.INCORRECT: "Low-quality retrieval: the documents do not answer the question",
 }
 
 
@@ -41,7 +52,7 @@ class KnowledgeStrip:
 
 @dataclass(frozen=True)
 class CragVerdict:
-    verdict: str  # CORRECT | AMBIGUOUS | INCORRECT
+    verdict: RetrievalVerdict
     score: float
     confidence: float
     signals: dict[str, float]
@@ -89,11 +100,11 @@ def evaluate_retrieval(
         }
     score = sum(SIGNAL_WEIGHTS[name] * value for name, value in signals.items())
     if score >= config.correct_threshold:
-        verdict, confidence = "CORRECT", score
+        verdict, confidence = RetrievalVerdict.CORRECT, score
     elif score <= config.incorrect_threshold:
-        verdict, confidence = "INCORRECT", 1.0 - score
+        verdict, confidence = RetrievalVerdict.INCORRECT, 1.0 - score
     else:
-        verdict, confidence = "AMBIGUOUS", score
+        verdict, confidence = RetrievalVerdict.AMBIGUOUS, score
     weakest = min(signals, key=lambda name: signals[name])
     reasoning = f"{REASONS[verdict]} (score {score:.2f}; weakest signal: {weakest.replace('_', ' ')} {signals[weakest]:.2f})"
     strips = decompose_then_recompose(query, hits, config=config) if hits else ()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from services.answering.decisions import BLEND_WEIGHTS
+from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE
 from services.scoring.calibration import CalibrationReport, calibration_metrics
 from services.scoring.confidence import COMPONENTS, LEVELS, WeightsProfile
 from services.store import transaction
@@ -35,7 +35,7 @@ class RunMatrix:
     heuristic: np.ndarray  # NaN unless the heuristic stood in for reflection and grade
     has_answer: np.ndarray  # bool
     crag_correct: np.ndarray  # bool: CRAG verdict CORRECT
-    reflection_approved: np.ndarray  # bool: reflection >= the run's reflection_min_score (0.8)
+    reflection_approved: np.ndarray  # bool: reflection >= the run's reflection_min_score (REFLECTION_MIN_SCORE)
     statuses: np.ndarray  # object
     labels: np.ndarray  # int8: 1 approved, 0 flagged/corrected, -1 unreviewed
     queries: np.ndarray  # object
@@ -69,7 +69,6 @@ FROM runs
 ORDER BY id DESC
 LIMIT CAST(%(limit)s AS bigint)
 """
-DEFAULT_REFLECTION_MIN = 0.8  # services.answering.presets.FeatureConfig.reflection_min_score
 
 
 def load_run_matrix(*, session: Session | None = None, limit: int | None = None) -> RunMatrix:
@@ -77,7 +76,7 @@ def load_run_matrix(*, session: Session | None = None, limit: int | None = None)
     if session is None:
         with transaction() as own:
             return load_run_matrix(session=own, limit=limit)
-    params = {"limit": limit, "reflection_min": DEFAULT_REFLECTION_MIN}
+    params = {"limit": limit, "reflection_min": REFLECTION_MIN_SCORE}  # for runs stored without their threshold
     # Binary results on the session's own connection (same transaction): psycopg decodes
     # float8[] and numbers without text parsing, about half the time of a text() query at
     # 10k runs, and this load is what the Tuning page waits for.

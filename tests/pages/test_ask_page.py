@@ -62,9 +62,9 @@ def test_demo_question_streams_events_and_shows_every_number(corpus):
     assert run.final_answer and run.final_answer in texts  # shown as plain text
 
     citation = run.citations[0]
-    expander = next(e for e in at.expander if e.label == f"Citation [{citation['marker']}]")
-    assert f"document {citation['external_id']} · chunk {citation['chunk_id']}" in [t.value for t in expander.text]
-    assert [c.value for c in expander.code] == [citation["quote"]]  # the quote, highlighted inside its chunk
+    expander = next(e for e in at.expander if e.label == f"Citation [{citation.marker}]")
+    assert f"document {citation.external_id} · chunk {citation.chunk_id}" in [t.value for t in expander.text]
+    assert [c.value for c in expander.code] == [citation.quote]  # the quote, highlighted inside its chunk
 
     badge = [m.value for m in at.markdown if "-badge[" in m.value]
     assert badge and badge[0].endswith(f"[{run.final_level}]")
@@ -74,13 +74,14 @@ def test_demo_question_streams_events_and_shows_every_number(corpus):
     assert gauge["data"][0]["value"] == pytest.approx(run.final_confidence)
     stacked = next(f for f in figures if f["layout"].get("barmode") == "stack")
     assert len(stacked["data"]) == 7  # one bar per weighted component
-    best = next(it for it in run.iterations if it.ordinal == run.best_iteration)
+    best = run.best()
+    assert best is not None and best.ordinal == run.best_iteration
     assert sum(bar["x"][0] for bar in stacked["data"]) == pytest.approx(best.retrieval_confidence)
 
     hits = next(d.value for d in at.dataframe if "bm25" in d.value.columns)
     for column in ("fused", "bm25", "bm25 rank", "dense sim", "dense rank"):
         assert column in hits.columns
-    assert list(hits["chunk"]) == [h["chunk_id"] for h in best.retrieval["hits"]]
+    assert list(hits["chunk"]) == [h.chunk_id for h in best.hits]
     assert hits.iloc[0]["document"] == "srvo-062.md"
 
     route = next(f for f in figures if f["data"][0].get("text", [None])[0] == "START")

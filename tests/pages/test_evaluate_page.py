@@ -17,9 +17,9 @@ from services.answering.llm.offline import OfflineBackend
 from services.answering.runs import load_run
 from services.corpus.ingest import ingest_paths
 from services.corpus.stats import list_documents
-from services.retrieval.evaluation import EvalQuery, evaluate, load_qrels, load_queries, queue_evaluation_runs
+from services.retrieval.evaluation import EvalQuery, evaluate, load_judged_queries, load_qrels, load_queries, queue_evaluation_runs
 from services.review.queue import review_queue
-from services.scoring.confidence import WeightsProfile
+from services.scoring.confidence import DEFAULT_PROFILE, WeightsProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -95,7 +95,8 @@ def test_evaluating_from_paths_shows_metrics_and_calibration_per_mode(beir):  # 
     bars = figures["metrics"]["data"]
     assert [t["name"] for t in bars] == ["bm25", "dense", "hybrid"]
     assert all(t["type"] == "bar" and t["x"] == ["nDCG@10", "Recall@100", "MRR@10"] for t in bars)
-    expected = {r.mode: r for r in evaluate(load_queries(beir["queries"]), load_qrels(beir["qrels"]), collection="eval")}
+    expected = {r.mode: r for r in evaluate(load_queries(beir["queries"]), load_qrels(beir["qrels"]), collection="eval",
+                                            profile=DEFAULT_PROFILE)}
     for trace in bars:
         metrics = expected[trace["name"]].metrics
         assert trace["y"] == pytest.approx([metrics["ndcg@10"], metrics["recall@100"], metrics["mrr@10"]])
@@ -231,5 +232,5 @@ def test_page_helpers_resolve_paths_and_uploads(beir, tmp_path, evaluate_page): 
     with pytest.raises(InputError, match="upload a qrels.tsv file"):
         evaluate_page.files_from_uploads(upload_dir, {"queries": b"{}", "qrels": None})
     assert evaluate_page.count_documents(beir["corpus"]) == 3
-    queries, _ = evaluate_page.load_judged_queries(files, limit=2)
+    queries, _ = load_judged_queries(files, limit=2)
     assert [q.query_id for q in queries] == ["q1", "q2"]

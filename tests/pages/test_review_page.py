@@ -281,9 +281,9 @@ def test_detail_shows_cited_passage_breakdown_and_iterations(demo_runs):
     at = open_review(run.run_id)
     citation = run.citations[0]
     assert run.query in plain_values(at) and run.final_answer in plain_values(at)
-    assert citation["quote"] in [c.value for c in at.code]  # the quote, set apart from the chunk text
-    chunk = next(h["text"] for h in run.iterations[0].retrieval["hits"] if h["chunk_id"] == citation["chunk_id"])
-    after = chunk[len(citation["quote"]):].strip()
+    assert citation.quote in [c.value for c in at.code]  # the quote, set apart from the chunk text
+    chunk = next(h.text for h in run.iterations[0].hits if h.chunk_id == citation.chunk_id)
+    after = chunk[len(citation.quote):].strip()
     assert after and after in plain_values(at)
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     stacked = next(s for s in specs if s["layout"].get("barmode") == "stack")

@@ -126,9 +126,10 @@ def test_generate_sends_a_forced_tool_request_and_maps_citations_to_chunks():
      [QUESTION, ANSWER]),
     ("identify_gaps", lambda b: b.identify_gaps(QUESTION, ANSWER, HITS), "submit_gaps",
      {"gaps": ["the steps of the brake check"]}, ["the steps of the brake check"], [QUESTION, ANSWER, HITS[0].text]),
-    ("refine_query", lambda b: b.refine_query(QUESTION, "no interval for collaborative robots"), "submit_query",
-     {"query": "brake check interval collaborative robot"}, "brake check interval collaborative robot",
-     [QUESTION, "no interval for collaborative robots"]),
+    ("refine_query", lambda b: b.refine_query(QUESTION, reason="no interval for collaborative robots",
+                                              gaps=("the collaborative robot interval",), expansion_terms=("cobot", "ISO-10218")),
+     "submit_query", {"query": "brake check interval collaborative robot"}, "brake check interval collaborative robot",
+     [QUESTION, "no interval for collaborative robots", "- the collaborative robot interval", "cobot, ISO-10218"]),
     ("decompose", lambda b: b.decompose(QUESTION), "submit_sub_queries",
      {"sub_queries": ["What is the brake check?", "What interval is required?"]},
      ["What is the brake check?", "What interval is required?"], [QUESTION]),
@@ -145,6 +146,19 @@ def test_each_operation_parses_its_tool_output(operation, call, tool_name, tool_
     assert all(part in body["messages"][0]["content"] for part in in_prompt)
     (logged,) = backend.log.calls
     assert (logged.operation, logged.prompt_version, logged.outcome) == (operation, PROMPT_VERSIONS[operation], "ok")
+
+
+def test_refine_query_prompt_names_only_the_inputs_it_was_given():
+    api = FakeAnthropic(message(tool_use("submit_query", {"query": "brake check interval"})))
+    backend = backend_for(api)
+
+    backend.refine_query(QUESTION, reason="", gaps=(), expansion_terms=())
+    assert api.body()["messages"][0]["content"] == f"Original query: {QUESTION}"
+    backend.refine_query(QUESTION, reason="  answer does not mention 'interval'  ", gaps=("interval", "SRVO-062"),
+                         expansion_terms=())
+    assert api.body()["messages"][0]["content"] == (
+        f"Original query: {QUESTION}\n\nWhy the last answer fell short: answer does not mention 'interval'\n\n"
+        "Information the answer is missing:\n- interval\n- SRVO-062")
 
 
 def test_grade_label_comes_from_the_score():
@@ -187,7 +201,7 @@ def test_malformed_output_raises_and_is_logged_as_an_error(operation, reply, say
         "reflect": lambda: backend.reflect(QUESTION, ANSWER, HITS),
         "grade": lambda: backend.grade(QUESTION, ANSWER),
         "decompose": lambda: backend.decompose(QUESTION),
-        "refine_query": lambda: backend.refine_query(QUESTION, "feedback"),
+        "refine_query": lambda: backend.refine_query(QUESTION, reason="feedback", gaps=(), expansion_terms=()),
     }[operation]
 
     with pytest.raises(LLMError) as caught:
@@ -208,7 +222,7 @@ def test_rate_limit_then_success_is_one_result_after_the_sdk_retry():
                         message(tool_use("submit_query", {"query": "brake check interval"})))
     backend = backend_for(api)
 
-    assert backend.refine_query(QUESTION, "feedback") == "brake check interval"
+    assert backend.refine_query(QUESTION, reason="feedback", gaps=(), expansion_terms=()) == "brake check interval"
 
     assert len(api.requests) == 2
     (call,) = backend.log.calls
@@ -275,7 +289,7 @@ def test_api_key_never_appears_in_errors_calls_or_logs(caplog):
                         api_error(500, "api_error", "Internal server error"))
     backend = backend_for(api, max_retries=0)
 
-    backend.refine_query(QUESTION, "feedback")
+    backend.refine_query(QUESTION, reason="feedback", gaps=(), expansion_terms=())
     errors = []
     for _ in range(2):
         with pytest.raises(LLMError) as caught:

@@ -17,7 +17,6 @@ from services.scoring.confidence import (
     hit_relevance,
     overall,
     raw_metrics,
-    retrieval_totals,
     score_retrieval,
 )
 
@@ -52,13 +51,13 @@ def test_hand_computed_fixture():
     expected = [0.9, 1.0, 1 / 3, 2 / 3, 0.0, 1.0, 0.5]
     assert vector == pytest.approx(expected, abs=1e-6)
     total = 0.3 * 0.9 + 0.2 + 0.15 / 3 + 0.15 * expected[3] + 0 + 0.05 + 0.05 * 0.5
-    assert overall(vector) == pytest.approx(total)
-    assert overall(vector) == pytest.approx(0.695) and DEFAULT_PROFILE.level(overall(vector)) == "LOW"
+    assert overall(vector, DEFAULT_PROFILE) == pytest.approx(total)
+    assert overall(vector, DEFAULT_PROFILE) == pytest.approx(0.695) and DEFAULT_PROFILE.level(overall(vector, DEFAULT_PROFILE)) == "LOW"
 
 
 def test_breakdown_contributions_sum_to_total_and_flag():
     result = RetrievalResult(query="What is SRVO-062?", mode="hybrid", hits=HAND, query_entities=("srvo-062",))
-    breakdown = score_retrieval(result)
+    breakdown = score_retrieval(result, DEFAULT_PROFILE)
     assert sum(breakdown.contributions.values()) == pytest.approx(breakdown.overall)
     assert list(breakdown.components) == list(COMPONENTS)
     assert breakdown.level == "LOW" and breakdown.should_flag
@@ -67,7 +66,7 @@ def test_breakdown_contributions_sum_to_total_and_flag():
 
 
 def test_no_hits_is_very_low_with_advice():
-    breakdown = score_retrieval(RetrievalResult(query="x", mode="hybrid", hits=()))
+    breakdown = score_retrieval(RetrievalResult(query="x", mode="hybrid", hits=()), DEFAULT_PROFILE)
     assert breakdown.overall == 0.0 and breakdown.level == "VERY LOW" and breakdown.should_flag
     assert any(r.startswith("No results") for r in breakdown.recommendations)
 
@@ -102,13 +101,11 @@ def test_reranker_score_drives_relevance_and_impact():
     assert raw["reranker_impact"] == pytest.approx(1.5)
 
 
-def test_retrieval_totals_match_per_row_dot_product():
-    rng = np.random.default_rng(7)
-    matrix = rng.random((50, len(COMPONENTS)))
+def test_weights_are_normalized_so_totals_stay_in_unit_range():
     profile = WeightsProfile(name="t", version=2, weights={c: float(i + 1) for i, c in enumerate(COMPONENTS)})
-    totals = retrieval_totals(matrix, profile)
-    assert totals == pytest.approx([overall(row, profile) for row in matrix])
     assert profile.weight_vector().sum() == pytest.approx(1.0)
+    assert overall(np.ones(len(COMPONENTS)), profile) == pytest.approx(1.0)
+    assert overall(np.eye(len(COMPONENTS))[-1], profile) == pytest.approx(7 / 28)  # the last weight's share
 
 
 @pytest.mark.parametrize(

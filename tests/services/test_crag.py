@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from services.domain import Hit
-from services.scoring.crag import CragConfig, decompose_then_recompose, evaluate_retrieval, keyword_coverage
+from services.scoring.crag import (
+    CragConfig,
+    RetrievalVerdict,
+    decompose_then_recompose,
+    evaluate_retrieval,
+    keyword_coverage,
+)
 
 
 def _hit(i, text, *, dense=0.7, idf=0.9, doc=None):
@@ -28,6 +34,7 @@ def test_signals_are_weighted_40_30_30():
     assert verdict.score == pytest.approx(0.4 * s["top_score"] + 0.3 * s["keyword_coverage"] + 0.3 * s["document_agreement"])
     assert s["document_agreement"] == 1.0 and s["keyword_coverage"] == 1.0
     assert verdict.verdict == "CORRECT" and verdict.action == "refine_and_use"
+    assert verdict.verdict is RetrievalVerdict.CORRECT and verdict.to_dict()["verdict"] == "CORRECT"
 
 
 def test_irrelevant_retrieval_is_incorrect_with_inverted_confidence():

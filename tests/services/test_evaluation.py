@@ -13,9 +13,20 @@ from typer.testing import CliRunner
 
 from services.cli import app
 from services.corpus.ingest import ingest_paths
+from services.corpus.stats import list_documents
 from services.errors import InputError
-from services.retrieval.evaluation import DOC_DEPTH, EvalQuery, evaluate, load_qrels, load_queries
+from services.retrieval.evaluation import (
+    DOC_DEPTH,
+    BeirFiles,
+    EvalQuery,
+    evaluate,
+    evaluate_beir,
+    load_judged_queries,
+    load_qrels,
+    load_queries,
+)
 from services.retrieval.search import default_params, search
+from services.scoring.confidence import DEFAULT_PROFILE
 
 TINY = "tiny-eval"
 TINY_DOCS = [
@@ -59,7 +70,7 @@ def _run_for(mode: str, queries: list[EvalQuery], collection: str) -> dict[str, 
 
 
 def test_tiny_beir_metrics_match_pytrec_eval(tiny_collection):  # type: ignore[no-untyped-def]
-    reports = evaluate(TINY_QUERIES, TINY_QRELS, collection=tiny_collection)
+    reports = evaluate(TINY_QUERIES, TINY_QRELS, collection=tiny_collection, profile=DEFAULT_PROFILE)
     assert [r.mode for r in reports] == ["bm25", "dense", "hybrid"]
     judged = [q for q in TINY_QUERIES if q.query_id in TINY_QRELS]
     evaluator = pytrec_eval.RelevanceEvaluator(TINY_QRELS, {"ndcg_cut.10", "recip_rank", "recall.100"})
@@ -81,7 +92,7 @@ def test_tiny_beir_metrics_match_pytrec_eval(tiny_collection):  # type: ignore[n
 
 
 def test_relevant_document_ranked_first_gives_mrr_one(tiny_collection):  # type: ignore[no-untyped-def]
-    for report in evaluate(TINY_QUERIES[:2], TINY_QRELS, collection=tiny_collection):
+    for report in evaluate(TINY_QUERIES[:2], TINY_QRELS, collection=tiny_collection, profile=DEFAULT_PROFILE):
         assert report.metrics["mrr@10"] == 1.0, report.mode
         assert report.metrics["ndcg@10"] == pytest.approx(1.0), report.mode
         assert report.metrics["recall@100"] == 1.0, report.mode
@@ -89,9 +100,11 @@ def test_relevant_document_ranked_first_gives_mrr_one(tiny_collection):  # type:
 
 def test_evaluate_rejects_unknown_modes_and_unjudged_sets(tiny_collection):  # type: ignore[no-untyped-def]
     with pytest.raises(InputError, match="unknown mode.*semantic"):
-        evaluate(TINY_QUERIES, TINY_QRELS, modes=["bm25", "semantic"], collection=tiny_collection)
+        evaluate(TINY_QUERIES, TINY_QRELS, modes=["bm25", "semantic"], collection=tiny_collection, profile=DEFAULT_PROFILE)
+    with pytest.raises(InputError, match="choose at least one retrieval mode"):
+        evaluate(TINY_QUERIES, TINY_QRELS, modes=[], collection=tiny_collection, profile=DEFAULT_PROFILE)
     with pytest.raises(InputError, match="none of the queries has a relevance judgement"):
-        evaluate(TINY_QUERIES[3:], TINY_QRELS, collection=tiny_collection)
+        evaluate(TINY_QUERIES[3:], TINY_QRELS, collection=tiny_collection, profile=DEFAULT_PROFILE)
 
 
 def test_bad_query_and_qrels_lines_are_input_errors_naming_the_line(tmp_path):  # type: ignore[no-untyped-def]
@@ -102,6 +115,51 @@ def test_bad_query_and_qrels_lines_are_input_errors_naming_the_line(tmp_path):  
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n\nq2\td1\t2\n")
     assert load_qrels(qrels) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+
+
+# --- one evaluation for the Evaluate page and `workbench eval` --------------------------
+
+def _beir_files(tmp_path: Path, *, qrels: str | None = None) -> BeirFiles:
+    corpus, queries, qrels_path = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "qrels.tsv"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in TINY_DOCS), encoding="utf-8")
+    _write_queries(queries)
+    qrels_path.write_text(qrels if qrels is not None else "".join(
+        f"{q}\t{d}\t{rel}\n" for q, docs in TINY_QRELS.items() for d, rel in docs.items()), encoding="utf-8")
+    return BeirFiles(queries, qrels_path, corpus)
+
+
+def test_the_cli_prints_exactly_what_evaluate_beir_reports(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    files = _beir_files(tmp_path)
+    progress: list[tuple[int, int]] = []
+    outcome = evaluate_beir(files, collection=" beir-tiny ", profile=DEFAULT_PROFILE, modes=["bm25", "hybrid"], limit=2,
+                            on_progress=lambda done, total: progress.append((done, total)))
+    assert outcome.collection == "beir-tiny" and outcome.ingest is not None and outcome.ingest.ingested == 3
+    assert sorted(d.external_id for d in list_documents("beir-tiny")) == ["d1", "d2", "d3"]
+    assert [q.query_id for q in outcome.queries] == ["q1", "q2"]  # judged queries, file order, the first two
+    assert progress == [(i, 4) for i in range(1, 5)]
+
+    result = CliRunner().invoke(app, ["eval", "--corpus", str(files.corpus), "--queries", str(files.queries),
+                                      "--qrels", str(files.qrels), "--modes", "bm25, hybrid", "--limit", "2",
+                                      "--collection", "beir-tiny", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data == {"collection": "beir-tiny", "queries": 2, "profile": DEFAULT_PROFILE.label,
+                    "modes": {r.mode: r.to_dict() for r in outcome.reports}}
+
+
+def test_evaluate_beir_checks_the_cheap_inputs_before_a_long_ingest(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    files = _beir_files(tmp_path, qrels="q1\td1\n")
+    with pytest.raises(InputError, match="line 1 is not"):
+        evaluate_beir(files, collection="beir-bad", profile=DEFAULT_PROFILE)
+    with pytest.raises(InputError, match="choose at least one retrieval mode"):
+        evaluate_beir(files, collection="beir-bad", profile=DEFAULT_PROFILE, modes=[])
+    with pytest.raises(InputError, match="give a collection name"):
+        evaluate_beir(files, collection="  ", profile=DEFAULT_PROFILE)
+    assert list_documents("beir-bad") == []  # nothing was ingested
+    good = _beir_files(tmp_path)
+    with pytest.raises(InputError, match="at least 1"):
+        load_judged_queries(good, limit=0)
+    assert [q.query_id for q in load_judged_queries(good)[0]] == ["q1", "q2", "q3"]
 
 
 # --- the real check: the whole SQuAD half-dev set through the CLI -----------------------

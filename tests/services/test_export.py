@@ -16,22 +16,17 @@ import pytest
 from sqlalchemy import event, text
 from typer.testing import CliRunner
 
-from services.answering.llm.base import LLMCall
+from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.answering.runs import Event, Iteration, Run, save_run
 from services.cli import app
+from services.domain import Hit, RetrievalResult
 from services.errors import InputError
-from services.review import export as export_module
-from services.review.export import (
-    FIELDS,
-    ExportFilters,
-    export_bytes,
-    export_records,
-    parse_when,
-    read_export,
-    write_export,
-)
+from services.review import export_formats
+from services.review.export import FIELDS, ExportFilters, export_records, parse_when
+from services.review.export_formats import export_bytes, read_export, write_export
 from services.review.queue import FLAG_REASONS, submit_review
 from services.scoring.confidence import COMPONENTS, WeightsProfile
+from services.scoring.crag import CragVerdict, RetrievalVerdict
 from services.scoring.profiles import save_profile
 from services.store import transaction
 
@@ -51,23 +46,24 @@ T0 = datetime(2025, 5, 1, 9, 30, tzinfo=UTC)
 
 
 def _iteration(ordinal: int, query: str, answer: str, *, decision: str, confidence: float) -> Iteration:
-    hit = {"chunk_id": 40 + ordinal, "document_id": 7, "external_id": "pump-guide.md", "title": "Pump maintenance",
-           "text": "The centrifugal pump needs its seals inspected every month.", "rank": 1, "fused_score": 0.0328,
-           "bm25_score": 7.41, "bm25_rank": 1, "dense_similarity": 0.71, "dense_rank": 2, "rerank_score": None,
-           "matched_idf_share": 0.82}
+    hit = Hit(chunk_id=40 + ordinal, document_id=7, external_id="pump-guide.md", title="Pump maintenance",
+              text="The centrifugal pump needs its seals inspected every month.", rank=1, fused_score=0.0328,
+              bm25_score=7.41, bm25_rank=1, dense_similarity=0.71, dense_rank=2, rerank_score=None,
+              matched_idf_share=0.82)
     return Iteration(
         ordinal=ordinal, query_used=query, sub_queries=(), components=(0.9, 0.6, 0.67, 0.8, 0.95, 0.0, 0.5),
-        retrieval={"query": query, "mode": "hybrid", "hits": [hit], "reranker": "none", "query_entities": [],
-                   "depth": 50, "latency_ms": 21.5, "params": {"k": 10}},
+        retrieval=RetrievalResult(query=query, mode="hybrid", hits=(hit,), reranker="none", query_entities=(),
+                                  depth=50, latency_ms=21.5, params={"k": 10}),
         raw_metrics={"top_score": 0.9, "score_gap": 0.06, "n_hits": 10}, retrieval_confidence=0.74,
         confidence=confidence, level="MEDIUM",
-        crag={"verdict": "CORRECT", "score": 0.81, "action": "use retrieved", "reasoning": "top hit answers it"},
-        answer=answer, citations=({"marker": 1, "chunk_id": 40 + ordinal, "document_id": 7,
-                                   "external_id": "pump-guide.md", "quote": "seals inspected every month"},),
-        reflection={"answer_grounded": True, "hallucination_detected": False, "reflection_score": 0.8 + ordinal / 100,
-                    "sources_cited": ["pump-guide.md"], "reflection_reason": "every sentence supported",
-                    "needs_regeneration": False, "sentence_support": [0.9]},
-        grade={"score": 3 + ordinal, "gaps": [], "refinements": [], "label": "GOOD"}, gaps=(),
+        crag=CragVerdict(verdict=RetrievalVerdict.CORRECT, score=0.81, confidence=0.81, signals={},
+                         reasoning="top hit answers it", action="use retrieved"),
+        answer=answer, citations=(Citation(marker=1, chunk_id=40 + ordinal, document_id=7,
+                                           external_id="pump-guide.md", quote="seals inspected every month"),),
+        reflection=Reflection(answer_grounded=True, hallucination_detected=False, reflection_score=0.8 + ordinal / 100,
+                              sources_cited=("pump-guide.md",), reflection_reason="every sentence supported",
+                              needs_regeneration=False, sentence_support=(0.9,)),
+        grade=Grade(score=3 + ordinal), gaps=(),
         decision=decision, decision_reason="confidence below target" if decision != "COMPLETE" else "grounded",
         signals={"retrieval": 0.74, "reflection": 0.8, "grade": 0.75}, latency_ms={"retrieve": 21.5, "generate": 3.2},
         llm_calls=(LLMCall("offline", "extractive-v1", "generate", "v1", 0.0, latency_ms=3.2),),
@@ -379,7 +375,7 @@ def test_failed_write_keeps_the_previous_file(awkward_records, tmp_path: Path, m
     def fail(src, dst) -> None:  # type: ignore[no-untyped-def]
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export_module.os, "replace", fail)
+    monkeypatch.setattr(export_formats.os, "replace", fail)
     with pytest.raises(InputError, match="No space left on device"):
         write_export(awkward_records, "jsonl", path)
     assert path.read_text(encoding="utf-8") == "previous export\n"

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-import services.corpus.ingest as ingest_module
+import services.corpus.indexing as indexing_module
 from services.corpus.extract import SourceDocument
-from services.corpus.ingest import indexed_text, ingest_documents, ingest_paths, ingest_uploads
+from services.corpus.indexing import indexed_text
+from services.corpus.ingest import ingest_documents, ingest_paths, ingest_uploads
 from services.corpus.stats import DEMO_DIR, corpus_stats, delete_document, list_documents, load_demo_corpus_if_empty
 from services.errors import NotFoundError
 from services.retrieval import embedding
@@ -131,7 +132,7 @@ def _fail_while_indexing(monkeypatch) -> list[int]:  # type: ignore[no-untyped-d
                                       {"ids": list(chunk_ids)}))
         raise RuntimeError("injected failure while indexing")
 
-    monkeypatch.setattr(ingest_module, "_index_chunks", flaky)
+    monkeypatch.setattr(indexing_module, "index_chunks", flaky)
     return written
 
 

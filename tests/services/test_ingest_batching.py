@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import services.corpus.ingest as ingest_module
+import services.corpus.batching as batching_module
+from services.corpus.batching import BATCH_DOCUMENTS
 from services.corpus.extract import SourceDocument
-from services.corpus.ingest import BATCH_DOCUMENTS, ingest_documents
+from services.corpus.ingest import ingest_documents
 from services.corpus.stats import corpus_stats
 from services.retrieval import embedding
 
@@ -41,7 +42,7 @@ def test_batches_share_encode_calls_and_progress_counts_each_commit(clean_db, mo
 
 def test_groups_split_at_the_encode_size_and_skip_unchanged_content(clean_db, monkeypatch):  # type: ignore[no-untyped-def]
     calls = _count_encodes(monkeypatch)
-    monkeypatch.setattr(ingest_module, "ENCODE_CHUNKS", BATCH_DOCUMENTS)
+    monkeypatch.setattr(batching_module, "ENCODE_CHUNKS", BATCH_DOCUMENTS)
     summary = ingest_documents(_docs(BATCH_DOCUMENTS + 3))
     assert calls == [BATCH_DOCUMENTS, 3]
     assert summary.ingested == BATCH_DOCUMENTS + 3

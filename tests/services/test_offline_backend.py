@@ -9,10 +9,11 @@ import pytest
 
 import services
 from services.answering.llm.base import create_backend, registered_backends
-from services.answering.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend, compose_feedback, prf_terms
+from services.answering.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend
 from services.corpus.chunking import chunk_text
 from services.domain import Hit
 from services.errors import InputError
+from services.retrieval.expansion import expansion_terms
 
 CORPUS = Path(services.__file__).parent / "demo_data" / "corpus"
 MODEL = "all-MiniLM-L6-v2"
@@ -136,7 +137,7 @@ def test_reflection_prefers_the_question_the_chunks_answer(backend, corpus_hits)
     assert answered.reflection_score > unanswered.reflection_score + 0.2
     assert unanswered.needs_regeneration
     assert answered.reflection_score >= 0.8 and not answered.needs_regeneration
-    # The reason names what is missing, in a form refine_query picks up.
+    # The reason quotes what is missing, as refine_query picks it up.
     if unanswered.reflection_reason != "no answer was produced":
         assert "'PROFINET'" in unanswered.reflection_reason
 
@@ -173,26 +174,33 @@ def test_identify_gaps_finds_what_neither_answer_nor_chunks_cover(backend, corpu
     assert backend.identify_gaps(covered, backend.generate(covered, chunks).answer, chunks) == []
 
 
-def test_refine_query_adds_gap_and_prf_terms(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
+def test_refine_query_adds_gap_and_expansion_terms(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
     chunks = corpus_hits(*SERVO)
     query = "How do I clear the encoder alarm?"
-    terms = prf_terms(query, chunks)
+    terms = expansion_terms(query, chunks)
     assert 1 <= len(terms) <= 5
     assert not {t.lower() for t in terms} & {"clear", "encoder", "alarm"}  # new terms only
     assert all(t in " ".join(c.text for c in chunks[:3]) or t.lower() in " ".join(c.text for c in chunks[:3]).lower()
                for t in terms)  # surface words, not stems
-    feedback = compose_feedback("answer does not mention 'J2', 'interval' from the question", prf=terms)
-    refined = backend.refine_query(query, feedback)
-    assert refined != query and refined.startswith(query)
-    assert "J2" in refined and "interval" in refined
+    # The offline judge's reason quotes what the answer lacks; those terms go in first.
+    refined = backend.refine_query(query, reason="answer does not mention 'J2', 'interval' from the question", gaps=(),
+                                   expansion_terms=terms)
+    assert refined != query and refined.startswith(query + " J2 interval")
     assert any(t in refined for t in terms)
     assert len(refined) <= 300
-    assert backend.refine_query(query, "gaps: quick master, witness marks") == query + " quick master witness marks"
-    assert len(backend.refine_query(query, "prf: " + " ".join(f"term{i}" for i in range(200)))) <= 300
-    assert backend.refine_query(query, "") == query
-    # The pipeline's shape: reason, then "missing:" with repr()-quoted gaps, then "prf:".
-    pipeline_feedback = "sentence 2 is weakly supported (0.31)\nmissing: 'PROFINET', \"operator's panel\"\nprf: fieldbus"
-    assert backend.refine_query(query, pipeline_feedback) == query + " PROFINET operator's panel fieldbus"
+    none: tuple[str, ...] = ()
+    assert backend.refine_query(query, reason="", gaps=("quick master", "witness marks"),
+                                expansion_terms=none) == query + " quick master witness marks"
+    many = tuple(f"term{i}" for i in range(200))
+    assert len(backend.refine_query(query, reason="", gaps=none, expansion_terms=many)) <= 300
+    assert backend.refine_query(query, reason="", gaps=none, expansion_terms=none) == query
+    # Gaps arrive as they are written, quotes and all: nothing is quoted and parsed back.
+    refined = backend.refine_query(query, reason="sentence 2 is weakly supported (0.31)",
+                                   gaps=("PROFINET", "operator's panel"), expansion_terms=("fieldbus",))
+    assert refined == query + " PROFINET operator's panel fieldbus"
+    # A gap is repeated even when the query has it (it weights the facet up); an expansion term only when new.
+    assert backend.refine_query(query, reason="", gaps=("encoder",),
+                                expansion_terms=("alarms", "battery")) == query + " encoder battery"
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -236,7 +244,7 @@ def test_empty_inputs(backend, corpus_hits) -> None:  # type: ignore[no-untyped-
     assert backend.grade("What does SRVO-062 mean?", "").score == 1
     assert backend.identify_gaps("", "", []) == []
     assert backend.decompose("") == [] and backend.decompose("   ") == []
-    assert backend.refine_query("", "") == ""
+    assert backend.refine_query("", reason="", gaps=(), expansion_terms=()) == ""
 
 
 def test_an_off_topic_question_gets_no_answer(backend, corpus_hits) -> None:  # type: ignore[no-untyped-def]
@@ -253,7 +261,7 @@ def test_deterministic(corpus_hits) -> None:  # type: ignore[no-untyped-def]
         generation = backend.generate(query, chunks)
         runs.append((generation, backend.reflect(query, generation.answer, chunks),
                      backend.grade(query, generation.answer), backend.identify_gaps(query, generation.answer, chunks),
-                     backend.decompose(query), prf_terms(query, chunks)))
+                     backend.decompose(query), expansion_terms(query, chunks)))
     assert runs[0] == runs[1]
 
 
@@ -265,7 +273,7 @@ def test_every_operation_is_logged(corpus_hits) -> None:  # type: ignore[no-unty
     backend.reflect(query, answer, chunks)
     backend.grade(query, answer)
     backend.identify_gaps(query, answer, chunks)
-    backend.refine_query(query, "prf: battery")
+    backend.refine_query(query, reason="", gaps=(), expansion_terms=("battery",))
     backend.decompose(query)
     calls = backend.log.drain()
     assert [c.operation for c in calls] == ["generate", "reflect", "grade", "identify_gaps", "refine_query", "decompose"]

@@ -37,6 +37,7 @@ class ScriptedBackend(AnswerBackend):
         self.fail = fail or {}
         self.reflect_calls = 0
         self.refined: list[str] = []
+        self.refine_inputs: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
 
     def _maybe_fail(self, operation: str) -> None:
         if operation in self.fail:
@@ -61,7 +62,8 @@ class ScriptedBackend(AnswerBackend):
     def identify_gaps(self, query: str, answer: str, chunks: Sequence[Hit]) -> list[str]:
         return ["interval"]
 
-    def refine_query(self, query: str, feedback: str) -> str:
+    def refine_query(self, query: str, *, reason: str, gaps: Sequence[str], expansion_terms: Sequence[str]) -> str:
+        self.refine_inputs.append((reason, tuple(gaps), tuple(expansion_terms)))
         refined = f"{query} interval {len(self.refined)}"
         self.refined.append(refined)
         return refined
@@ -88,6 +90,10 @@ def test_loop_stops_at_the_cap_with_the_best_iteration(demo_docs):
     assert run.best_iteration == 2 and run.reflection_score == 0.6  # the most confident iteration won
     assert run.status == "pending"
     assert backend.refined and backend.refined[0] in run.iterations[1].query_used
+    # refine_query gets the judge's reason, the gaps and the expansion terms as typed values
+    reason, gaps, terms = backend.refine_inputs[0]
+    assert reason == "scripted 0.3" and gaps == ("interval",)
+    assert terms and not {t.lower() for t in terms} & {"often", "j2", "grease", "replaced"}
     # the original question stays in the retrieval pool of refined iterations
     assert run.iterations[1].query_used.startswith("How often is J2 grease replaced?")
     types = [e.event_type for e in events]
@@ -104,10 +110,12 @@ def test_run_is_stored_with_everything_needed_to_rescore(demo_docs):
     stored = load_run(run.run_id)
     assert stored.query == run.query and stored.route == run.route and len(stored.iterations) == len(run.iterations)
     first = stored.iterations[0]
-    assert len(first.components) == 7 and first.retrieval["hits"]
-    hit = first.retrieval["hits"][0]
-    for key in ("bm25_score", "bm25_rank", "dense_similarity", "dense_rank", "fused_score", "chunk_id", "document_id"):
-        assert key in hit
+    assert len(first.components) == 7 and first.hits
+    assert first.hits == run.iterations[0].hits  # every hit with all its scores, typed again
+    assert first.hits[0].bm25_rank is not None and first.hits[0].dense_rank is not None
+    assert first.crag == run.iterations[0].crag and first.reflection == run.iterations[0].reflection
+    assert first.grade == run.iterations[0].grade and first.citations == run.iterations[0].citations
+    assert stored.citations and stored.citations == run.citations and stored.status == run.status
     assert set(first.latency_ms) >= {"retrieval", "scoring", "crag", "generation", "reflection"}
     assert [e.event_type for e in stored.events] == [e.event_type for e in run.events]
     assert stored.signals == run.signals and "retrieval" in stored.signals

@@ -14,7 +14,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 from sqlalchemy import text
 
-from services.corpus.ingest import indexed_text
+from services.corpus.indexing import indexed_text
 from services.errors import InputError
 from services.retrieval import embedding
 from services.retrieval.search import _BM25_CTES, _COLLECTION_CTE, default_params, search

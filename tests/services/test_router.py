@@ -7,8 +7,11 @@ import dataclasses
 import pytest
 
 from services.answering.decisions import (
+    DECISIONS,
+    RouterAction,
     RouterState,
     RouterThresholds,
+    blend_terms,
     blended_confidence,
     decide,
     heuristic_confidence,
@@ -86,6 +89,24 @@ def test_blend_leaves_out_missing_signals_instead_of_defaulting():
     assert no_reflection == pytest.approx((0.15 * 0.5 + 0.35) / 0.50)
     minimal, signals = blended_confidence(retrieval=0.5, reflection=None, grade=None, heuristic=0.9)
     assert minimal == pytest.approx((0.5 + 0.9) / 2) and "heuristic" in signals
+
+
+def test_blend_terms_renormalize_the_weights_of_the_signals_that_ran():
+    terms = blend_terms({"heuristic_value": 0.4, "grade": 0.5, "retrieval": 0.6})
+    assert [t.signal for t in terms] == ["retrieval", "grade"]  # blend order; the reference value is no input
+    assert [t.weight for t in terms] == [0.15, 0.35]
+    assert [t.share for t in terms] == pytest.approx([0.15 / 0.50, 0.35 / 0.50])
+    assert [t.value for t in terms] == [0.6, 0.5]
+    assert blend_terms({}) == ()
+    value, signals = blended_confidence(retrieval=0.6, reflection=0.2, grade=3)
+    assert value == pytest.approx(sum(t.share * t.value for t in blend_terms(signals)))
+    assert sum(t.share for t in blend_terms(signals)) == pytest.approx(1.0)
+
+
+def test_router_actions_are_the_stored_strings():
+    assert DECISIONS == ("COMPLETE", "REFINE_QUERY", "FALLBACK_SEARCH", "DECOMPOSE", "ACCEPT_BEST")
+    action = decide(_state(confidence=0.9, reflection_approved=True)).action
+    assert action is RouterAction.COMPLETE and action == "COMPLETE" and f"{action}" == "COMPLETE"
 
 
 def test_blend_lets_the_answer_judges_outweigh_retrieval():

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.answering.llm.base import Reflection
 from services.answering.runs import Event, Iteration, Run
 from services.charts import run as charts
+from services.domain import RetrievalResult
 from services.review.paths import RoutePath
 
 XSS = "<script>alert(1)</script>"
@@ -16,9 +18,10 @@ XSS = "<script>alert(1)</script>"
 
 def _iteration(ordinal: int, decision: str, *, confidence: float, reflection: float | None) -> Iteration:
     return Iteration(
-        ordinal=ordinal, query_used=f"q{ordinal}", sub_queries=(), retrieval={"hits": []}, components=(0.5,) * 7,
-        raw_metrics={}, retrieval_confidence=0.5, confidence=confidence, level="LOW", crag=None, answer="a",
-        citations=(), reflection=None if reflection is None else {"reflection_score": reflection, "reflection_reason": "r"},
+        ordinal=ordinal, query_used=f"q{ordinal}", sub_queries=(), retrieval=RetrievalResult(f"q{ordinal}", "hybrid", ()),
+        components=(0.5,) * 7, raw_metrics={}, retrieval_confidence=0.5, confidence=confidence, level="LOW", crag=None,
+        answer="a", citations=(),
+        reflection=None if reflection is None else Reflection(True, False, reflection, (), "r", reflection < 0.8),
         grade=None, gaps=(), decision=decision, decision_reason=f"because {XSS}", signals={"retrieval": 0.5},
         latency_ms={"retrieval": 1.0},
     )
@@ -63,6 +66,8 @@ def test_reflection_figure_plots_each_iteration_against_the_threshold():
     assert confidence["y"] == pytest.approx([0.5, 0.6, 0.7])
     horizontal = [s for s in spec["layout"]["shapes"] if s["y0"] == s["y1"]]
     assert [s["y0"] for s in horizontal] == [0.8]
+    default = _spec(charts.reflection_figure(make_run()))  # the threshold defaults to seed 004's 0.8
+    assert [s["y0"] for s in default["layout"]["shapes"] if s["y0"] == s["y1"]] == [0.8]
 
 
 def test_route_figure_draws_start_decisions_end_left_to_right():

@@ -16,7 +16,7 @@ import unicodedata
 from services.answering.llm._words import QUESTION_WORDS, WORD
 from services.retrieval.text import STOPWORDS, tokenize
 
-# Pairs a negating prefix already makes ("known"/"unknown") are left to _negated_by_prefix.
+# Pairs a negating prefix already makes ("known"/"unknown") are left to negated_by_prefix.
 _PAIRS = """
 more less; most least; higher lower; highest lowest; high low; larger smaller; largest smallest;
 large small; bigger smaller; biggest smallest; longer shorter; longest shortest; long short; greater
@@ -59,13 +59,16 @@ _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
 
 def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
     """(question word, its opposite in the sentence) when the sentence says the opposite of
-    a word the question asks with; None otherwise.
+    a word the question asks with: an opposite word or the word negated by a prefix."""
+    return opposite_word(question, sentence) or negated_by_prefix(question, sentence)
 
-    Opposites are the pairs above and a word against itself with a negating prefix
-    ("non-local" against "local", "necessary" against "unnecessary"). Only words written in
-    lower case count for the pairs: "South" of "South Carolina" and "New" of "New York" name
-    places (a sentence's first word is read in lower case). A question naming both sides
-    ("before or after") contrasts them rather than asking one.
+
+def opposite_word(question: str, sentence: str) -> tuple[str, str] | None:
+    """(question word, its opposite in the sentence) by the pairs above; None otherwise.
+
+    Only words written in lower case count: "South" of "South Carolina" and "New" of "New
+    York" name places (a sentence's first word is read in lower case). A question naming
+    both sides ("before or after") contrasts them rather than asking one.
     """
     asked = set(_LOWER_WORD.findall(question))
     said = set(_LOWER_WORD.findall(sentence[:1].lower() + sentence[1:]))
@@ -76,7 +79,7 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
         found = sorted(opposites & said)
         if found:
             return word, found[0]
-    return _negated_by_prefix(question, sentence)
+    return None
 
 
 _PREFIXED_WORD = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)*(?![\w-])")
@@ -86,7 +89,9 @@ _MIN_IN_ROOT = 6  # "in" is a preposition too: "intake" is no "take", "indisting
 _NON_APART = re.compile(r"\bnon\s+(?=[^\W\d_])", re.IGNORECASE)  # "non shared" is "non-shared"
 
 
-def _negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
+def negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
+    """(question word, the same word with or without a negating prefix in the sentence):
+    "non-local" against "local", "necessary" against "unnecessary"."""
     question, sentence = _NON_APART.sub("non-", question), _NON_APART.sub("non-", sentence)
     asked = {w.lower() for w in _PREFIXED_WORD.findall(question)}
     said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
@@ -135,10 +140,16 @@ def _values(text: str) -> dict[str, set[str]]:
 
 
 def swapped_value(question: str, sentence: str) -> tuple[str, str] | None:
-    """(value in the question, the different value of the same kind in the sentence) when the
-    sentence names another year, ordinal or number where the question names one; None when
-    it names the question's own (a decade like "1980s" is named by any of its years) or none
-    of that kind at all (then it is silent, not contradicting)."""
+    """(value in the question, the different value of the same kind in the sentence); see swapped."""
+    found = swapped(question, sentence)
+    return None if found is None else (found[1], found[2])
+
+
+def swapped(question: str, sentence: str) -> tuple[str, str, str] | None:
+    """(kind, value in the question, the different value of that kind in the sentence) when
+    the sentence names another year, ordinal or number where the question names one; None
+    when it names the question's own (a decade like "1980s" is named by any of its years) or
+    none of that kind at all (then it is silent, not contradicting)."""
     asked, said = _values(question), _values(sentence)
     for kind, values in asked.items():
         others = said[kind] - values
@@ -147,7 +158,7 @@ def swapped_value(question: str, sentence: str) -> tuple[str, str] | None:
         for value in sorted(values, key=question.find):
             if value in said[kind] or (value.endswith("0s") and any(v.startswith(value[:3]) for v in said[kind])):
                 continue
-            return value, min(others, key=sentence.find)
+            return kind, value, min(others, key=sentence.find)
     return None
 
 
@@ -155,7 +166,14 @@ _CONTEXT_WORDS = 3  # how far a neighbouring phrase reaches for its nearest cont
 
 
 def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = frozenset()) -> tuple[str, str] | None:
-    """(question word, the word in its place in the sentence) when the sentence holds the
+    """(question word, the word in its place in the sentence); see substitution."""
+    found = substitution(question, sentence, phrasing=phrasing)
+    return None if found is None else (found[1], found[2])
+
+
+def substitution(question: str, sentence: str, *,
+                 phrasing: frozenset[str] = frozenset()) -> tuple[str, str, str] | None:
+    """(kind, question word, the word in its place in the sentence) when the sentence holds the
     question's phrase around a content word with another content word in that place: "killer
     B cells" against "Killer T cells", "two of Oppman's daughters" against "two of Triton's
     daughters". None when every content word of the question is in the sentence, or no
@@ -167,7 +185,8 @@ def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = froz
     or last word when its phrase is two words or more ("top of a driver" against "top of a
     boiler"), and for a name replaced by a name when the phrase reaches two content words
     ("the American Union law" against "European Union law"). Numbers are swapped_value's;
-    spelling variants ("harmonise", "Jumièges", "Africa"/"African") are the same word."""
+    spelling variants ("harmonise", "Jumièges", "Africa"/"African") are the same word.
+    The kind is "name" for a capitalised question word past its first, else "word"."""
     asked, said = WORD.findall(question), WORD.findall(sentence)
     said_folded = [_fold(w) for w in said]
     for i, word in enumerate(asked):
@@ -192,7 +211,7 @@ def substituted(question: str, sentence: str, *, phrasing: frozenset[str] = froz
                 if by_name and not (k > 0 and replacement[:1].isupper()):
                     continue
                 if _is_content(replacement) and not any(_same_word(replacement, w) for w in asked):
-                    return word, replacement
+                    return ("name" if i > 0 and word[:1].isupper() else "word"), word, replacement
     return None
 
 

@@ -114,7 +114,10 @@ class AnswerBackend(abc.ABC):
     def identify_gaps(self, query: str, answer: str, chunks: Sequence[Hit]) -> list[str]: ...
 
     @abc.abstractmethod
-    def refine_query(self, query: str, feedback: str) -> str: ...
+    def refine_query(self, query: str, *, reason: str, gaps: Sequence[str], expansion_terms: Sequence[str]) -> str:
+        """One search query for what the last attempt missed. `reason` is the judge's account of
+        the answer's weakness ("" when none ran), `gaps` the information it lacks, and
+        `expansion_terms` words from the top passages (services.retrieval.expansion)."""
 
     @abc.abstractmethod
     def decompose(self, query: str) -> list[str]: ...

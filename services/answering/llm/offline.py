@@ -17,9 +17,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from services.answering.decisions import REFLECTION_MIN_SCORE
 from services.answering.llm import _lexical as lex
+from services.answering.llm._contradiction import contradiction as find_contradiction
+from services.answering.llm._refine import refine
+from services.answering.llm._sentences import (
+    MARKERS,
+    addressing_text,
+    answer_sentences,
+    chunk_sentences,
+    sentence_support,
+    strip_markers,
+    support_pool,
+)
 from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
-from services.corpus.chunking import split_sentences
 from services.domain import Hit
 from services.errors import InputError
 from services.retrieval.embedding import encode
@@ -39,9 +50,6 @@ MAX_CANDIDATES = 80  # sentences read per query, in chunk rank order (segmenting
 # the cost (~10 ms a sentence on an idle 2-core CPU). On SQuAD, 20 lost no answer recall.
 EMBED_AT_MOST = 32
 NEAR_DUPLICATE = 0.9  # cosine at which two sentences with the same numbers and codes say the same
-MAX_SUPPORT_SENTENCES = 200
-SUPPORT_POOL_PER_SENTENCE = 8  # chunk sentences compared with each answer sentence
-PRF_DEPTH = 3  # the top chunks pseudo-relevance feedback trusts to be on topic
 
 # reflection_score = 0.4 grounding + 0.35 coverage + 0.25 relevance. Grounding leads, as
 # it is what reflection is for, but an extractive answer is grounded by construction, so on
@@ -53,20 +61,22 @@ COVERAGE_WEIGHT = 0.35
 RELEVANCE_WEIGHT = 0.25
 SUPPORTED = 0.6  # every sentence at least this -> answer_grounded
 UNSUPPORTED = 0.4  # any sentence below this -> hallucination_detected
-REGENERATE_BELOW = 0.8  # seed 004's REFLECTION_MIN_SCORE
 # One unsupported sentence among well-covering ones still averages to ~0.8; an answer with
 # a claim the chunks do not support must never pass the threshold, whatever else it does.
 HALLUCINATION_CAP = 0.75
 # An answer whose best-matching sentence contradicts what was asked (a positive statement
 # for a negated question, "highest" for "lowest", 2004 for 2014, "T cells" for "B cells") is
-# grounded and covers the question's words, yet does not answer it: it scores no better than
-# an unsupported claim, and grades "poor".
+# grounded and covers the question's words, yet does not answer it. Where the rule that
+# found it holds on both measured corpora (_contradiction.RULES) it scores no better than an
+# unsupported claim and grades "poor".
 CONTRADICTION_CAP = UNSUPPORTED
 CONTRADICTION_GRADE_CAP = 2
+# Where the rule also flags right answers on the handbook, the contradiction is a soft signal:
+# the reflection loses this much and the grade nothing. SOFT_PENALTY_PLACEHOLDER
+SOFT_CONTRADICTION_PENALTY = 0.1
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
 
-_MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 _CACHE_SIZE = 8192
 
 
@@ -110,8 +120,9 @@ class OfflineBackend(AnswerBackend):
         return self._timed("identify_gaps", PROMPT_VERSION, lambda: lex.missing(
             lex.query_terms(query), [strip_markers(answer), *(c.text for c in chunks)]))
 
-    def refine_query(self, query: str, feedback: str) -> str:
-        return self._timed("refine_query", PROMPT_VERSION, lambda: lex.refine(query, feedback))
+    def refine_query(self, query: str, *, reason: str, gaps: Sequence[str], expansion_terms: Sequence[str]) -> str:
+        return self._timed("refine_query", PROMPT_VERSION, lambda: refine(
+            query, reason=reason, gaps=gaps, expansion_terms=expansion_terms))
 
     def decompose(self, query: str) -> list[str]:
         return self._timed("decompose", PROMPT_VERSION, lambda: lex.decompose(query))
@@ -119,7 +130,7 @@ class OfflineBackend(AnswerBackend):
     # --- generation -----------------------------------------------------------------------
 
     def _generate(self, query: str, chunks: list[Hit]) -> Generation:
-        candidates = _candidates(chunks, answerable_only=True, limit=MAX_CANDIDATES)
+        candidates = chunk_sentences(chunks, answerable_only=True, limit=MAX_CANDIDATES)
         if not query.strip() or not candidates:
             return Generation(answer="")
         terms = lex.query_terms(query)
@@ -169,24 +180,25 @@ class OfflineBackend(AnswerBackend):
 
     def _reflect(self, query: str, answer: str, chunks: list[Hit]) -> Reflection:
         sentences = answer_sentences(answer)
-        cited = sorted({int(n) for group in _MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
+        cited = sorted({int(n) for group in MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
         if not sentences:
             return Reflection(False, False, 0.0, tuple(map(str, cited)), "no answer was produced", True, ())
         plain = " ".join(sentences)
-        pool = _support_pool(sentences, chunks)
+        pool = support_pool(sentences, chunks)
         vectors = self._embed([query, plain, *sentences, *pool])  # one batch; most are cached already
-        support = _support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
+        support = sentence_support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
         grounding = float(np.mean(support))
         terms = lex.query_terms(query)
-        addressing = _addressing_text(query, terms, sentences)
+        addressing = addressing_text(query, terms, sentences)
         coverage = lex.coverage(terms, addressing)
         relevance = self._relevance(query, plain)
         score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
         if min(support) < UNSUPPORTED:
             score = min(score, HALLUCINATION_CAP)
-        contradiction = lex.contradiction(query, terms, sentences)
-        if contradiction:
-            score = min(score, CONTRADICTION_CAP)
+        contradiction = find_contradiction(query, terms, sentences)
+        if contradiction is not None:
+            score = (min(score, CONTRADICTION_CAP) if contradiction.hard
+                     else max(0.0, score - SOFT_CONTRADICTION_PENALTY))
         deficits = {"grounding": GROUNDING_WEIGHT * (1 - grounding), "coverage": COVERAGE_WEIGHT * (1 - coverage),
                     "relevance": RELEVANCE_WEIGHT * (1 - relevance)}
         weakest = max(deficits, key=lambda k: deficits[k])
@@ -195,8 +207,8 @@ class OfflineBackend(AnswerBackend):
         weak_sentence = f"sentence {low + 1} is weakly supported ({support[low]:.2f})"
         if support[low] < UNSUPPORTED:  # an unsupported claim outranks everything else
             reason = weak_sentence + (f"; answer does not mention {lex.quoted_list(absent)}" if absent else "")
-        elif contradiction:
-            reason = contradiction
+        elif contradiction is not None:
+            reason = contradiction.reason
         elif weakest == "coverage" and absent:
             reason = (f"answer does not mention {lex.quoted_list(absent)} from the question" if addressing == plain
                       else f"no sentence of the answer names all the question asks about: the closest "
@@ -206,7 +218,7 @@ class OfflineBackend(AnswerBackend):
         else:
             reason = (weak_sentence if support[low] < SUPPORTED
                       else f"every sentence is supported by the chunks (lowest {support[low]:.2f})")
-        if score >= REGENERATE_BELOW:
+        if score >= REFLECTION_MIN_SCORE:
             reason = f"answer is grounded and addresses the question; weakest part: {reason}"
         return Reflection(
             answer_grounded=bool(min(support) >= SUPPORTED),
@@ -214,7 +226,7 @@ class OfflineBackend(AnswerBackend):
             reflection_score=round(float(score), 4),
             sources_cited=tuple(map(str, cited)),
             reflection_reason=reason,
-            needs_regeneration=bool(score < REGENERATE_BELOW),
+            needs_regeneration=bool(score < REFLECTION_MIN_SCORE),
             sentence_support=tuple(round(float(s), 4) for s in support),
         )
 
@@ -230,7 +242,7 @@ class OfflineBackend(AnswerBackend):
         sentences = answer_sentences(answer)
         plain = " ".join(sentences)  # as reflect reads it: its embedding is cached
         terms = lex.query_terms(query)
-        addressing = _addressing_text(query, terms, sentences)
+        addressing = addressing_text(query, terms, sentences)
         coverage = lex.coverage(terms, addressing) if plain else 0.0
         relevance = self._relevance(query, plain)
         if not plain:
@@ -245,7 +257,8 @@ class OfflineBackend(AnswerBackend):
             score = 2
         else:
             score = 1
-        if lex.contradiction(query, terms, sentences):
+        contradiction = find_contradiction(query, terms, sentences)
+        if contradiction is not None and contradiction.hard:
             score = min(score, CONTRADICTION_GRADE_CAP)
         gaps = lex.missing(terms, [addressing])
         # A follow-up query per gap: the missing term first, with the question's other terms.
@@ -267,89 +280,5 @@ class OfflineBackend(AnswerBackend):
                 self._vectors.move_to_end(text)
             return np.stack([self._vectors[t] for t in texts])
 
-
-def _addressing_text(query: str, terms: Sequence[lex.Term], sentences: list[str]) -> str:
-    """The text that has to name what the question asks about: for a one-part question, the
-    answer's sentence that covers most of its terms; for a multi-part one, the whole answer.
-
-    A one-part question is answered by a statement about its subject. Its terms scattered
-    over several quoted sentences are not an answer: "How do viruses overcome barriers?"
-    read against "Bacteria overcome barriers by ... [1] ... bacteria and viruses ... [2]"."""
-    plain = " ".join(sentences)
-    if len(sentences) < 2 or len(lex.decompose(query)) > 1:
-        return plain
-    return max(sentences, key=lambda s: lex.coverage(terms, s))  # ties: the earlier sentence
-
-
-def _support_pool(sentences: list[str], chunks: Sequence[Hit]) -> list[str]:
-    """The chunk sentences worth comparing with: for each answer sentence, those sharing the
-    most of its words. One sharing none scores at most 0.5 and is never what decides."""
-    pool = [seg.scoring for _, _, seg in _candidates(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
-            if not seg.heading]
-    pool_stems = [lex.stems(p) for p in pool]
-    keep: set[int] = set()
-    for sentence in sentences:
-        own = lex.stems(sentence)
-        share = [lex.containment(own, s) for s in pool_stems]
-        keep.update(sorted(range(len(pool)), key=lambda i: (-share[i], i))[:SUPPORT_POOL_PER_SENTENCE])
-    return [pool[i] for i in sorted(keep)]
-
-
-def _support(sentences: list[str], sentence_vectors: np.ndarray, pool: list[str],
-             pool_vectors: np.ndarray) -> list[float]:
-    """Per answer sentence: the best 0.5 cosine + 0.5 containment over the chunk sentences."""
-    if not pool:
-        return [0.0] * len(sentences)
-    cosine = np.clip(sentence_vectors @ pool_vectors.T, 0.0, 1.0)
-    pool_stems = [lex.stems(p) for p in pool]
-    support = []
-    for i, sentence in enumerate(sentences):
-        own = lex.stems(sentence)
-        contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
-        support.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
-    return support
-
-
-def _candidates(chunks: Sequence[Hit], *, answerable_only: bool, limit: int) -> list[tuple[int, int, lex.Segment]]:
-    """(chunk index, position, segment) in rank order; a sentence repeated by chunk
-    overlap is kept once, in its best-ranked chunk."""
-    seen: set[str] = set()
-    found = []
-    for chunk_index, hit in enumerate(chunks):
-        for position, seg in enumerate(lex.segment_chunk(hit.text)):
-            if (answerable_only and not seg.answerable) or not seg.scoring or seg.scoring in seen:
-                continue
-            seen.add(seg.scoring)
-            found.append((chunk_index, position, seg))
-            if len(found) == limit:
-                return found
-    return found
-
-
-def strip_markers(answer: str) -> str:
-    return " ".join(_MARKERS.sub(" ", answer).split())
-
-
-def answer_sentences(answer: str) -> list[str]:
-    """The answer's sentences without citation markers, as the chunks' sentences are scored."""
-    sentences: list[str] = []
-    for piece in _MARKERS.split(answer)[::2]:  # split() interleaves the captured marker text
-        sentences.extend(lex.clean(x) for x in split_sentences(piece))
-    return [s for s in sentences if any(ch.isalnum() for ch in s)]
-
-
-def prf_terms(query: str, chunks: Sequence[Hit], n: int = 5) -> list[str]:
-    """Pseudo-relevance-feedback terms from the top chunks, for a `prf:` feedback line."""
-    return lex.prf_terms(query, [c.text for c in chunks[:PRF_DEPTH]], n)
-
-
-def compose_feedback(reason: str, *, gaps: Sequence[str] = (), prf: Sequence[str] = ()) -> str:
-    """Feedback in the shape refine_query reads: the reason, then `gaps:` and `prf:` lines."""
-    lines = [reason.strip()]
-    if gaps:
-        lines.append("gaps: " + ", ".join(gaps))
-    if prf:
-        lines.append("prf: " + " ".join(prf))
-    return "\n".join(line for line in lines if line)
 
 register_backend("offline", OfflineBackend)

@@ -1,0 +1,80 @@
+"""The FastAPI application: settings, body-size limit, error mapping, routes, OpenAPI at /docs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from api.errors import http_error, validation_failed, workbench_error
+from api.limits import BodySizeLimit
+from api.routes import router
+from services.errors import WorkbenchError
+from services.intake.schema import ExternalRun
+from services.settings import Settings, get_settings
+from services.store import get_engine
+
+_log = logging.getLogger("workbench.api")
+
+DESCRIPTION = """
+Push the answers your own RAG system gives, and follow each one through the workbench:
+assessed with the seven-metric confidence breakdown on the contexts you sent, routed to
+the review queue by the same rules as the workbench's own runs, and reviewed.
+
+Every endpoint but `/health` needs an API key (`workbench api-key create NAME`), sent as
+`Authorization: Bearer <key>` or `X-API-Key: <key>`.
+"""
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Start (or join) the store and migrate it now rather than on the first request; if it
+    # is down the API still starts, and /health says so until it is back.
+    try:
+        await run_in_threadpool(get_engine, app.state.settings)
+    except WorkbenchError as exc:
+        _log.warning("the database is not reachable yet: %s", exc)
+    yield
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API for these settings (the store it writes to, its limits)."""
+    app = FastAPI(
+        title="RAG Confidence Workbench API", version="1", description=DESCRIPTION, lifespan=_lifespan,
+        openapi_tags=[{"name": "runs", "description": "Runs from your RAG system: push them, follow them."},
+                      {"name": "service", "description": "Liveness and readiness."}],
+    )
+    app.state.settings = settings
+    app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_exception_handler(WorkbenchError, workbench_error)
+    app.add_exception_handler(RequestValidationError, validation_failed)
+    app.add_exception_handler(HTTPException, http_error)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The uvicorn factory (`workbench api`): settings from the environment and `.env`."""
+    return create_app(get_settings())
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the record schema POST /runs refers to."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes,
+                             tags=app.openapi_tags)
+        record = ExternalRun.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(record.pop("$defs", {}))
+        components["ExternalRun"] = record
+        app.openapi_schema = schema
+    return app.openapi_schema

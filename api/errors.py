@@ -1,0 +1,77 @@
+"""Errors as HTTP answers, in one place: each WorkbenchError kind has its status code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from services.errors import (
+    ConflictError,
+    DatabaseRefusedError,
+    DatabaseUnavailableError,
+    InputError,
+    LLMError,
+    NotAuthenticatedError,
+    NotFoundError,
+    PermissionDeniedError,
+    WorkbenchError,
+)
+
+STATUS_BY_ERROR: dict[type[WorkbenchError], int] = {
+    NotAuthenticatedError: 401,
+    PermissionDeniedError: 403,
+    NotFoundError: 404,
+    ConflictError: 409,
+    InputError: 422,
+    LLMError: 502,
+    DatabaseUnavailableError: 503,
+    DatabaseRefusedError: 503,
+}
+_SHOWN_PROBLEMS = 5
+
+
+def status_for(exc: WorkbenchError) -> int:
+    """The status of the nearest mapped class; 500 for a kind nobody mapped yet."""
+    return next((STATUS_BY_ERROR[cls] for cls in type(exc).__mro__ if cls in STATUS_BY_ERROR), 500)
+
+
+async def workbench_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, WorkbenchError)
+    status = status_for(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+
+async def validation_failed(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422 shape (`detail`: one entry per problem, `loc` naming the field) plus
+    `message`, the problems as one line: 'body.contexts.0.text: Field required'. The
+    offending input is not echoed back: it can be megabytes."""
+    assert isinstance(exc, RequestValidationError)
+    problems: list[dict[str, Any]] = [_problem(e) for e in exc.errors()]
+    message = "; ".join(f"{'.'.join(map(str, p['loc']))}: {p['msg']}" for p in problems[:_SHOWN_PROBLEMS])
+    if len(problems) > _SHOWN_PROBLEMS:
+        message += f"; and {len(problems) - _SHOWN_PROBLEMS} more"
+    return JSONResponse({"detail": problems, "message": message}, status_code=422)
+
+
+def _problem(error: dict[str, Any]) -> dict[str, Any]:
+    if error["type"] == "json_invalid":  # FastAPI puts the character offset where a field would be
+        where = error["loc"][1] if len(error["loc"]) > 1 else "?"
+        reason = error.get("ctx", {}).get("error", "")
+        return {"loc": ["body"], "msg": f"invalid JSON at character {where}: {reason}".rstrip(": "), "type": "json_invalid"}
+    return {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors; the body-size limit's 413 says what the limit is."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 413:
+        limit = request.app.state.settings.api_max_body_bytes
+        return JSONResponse({"detail": f"the request body is over the {limit:,}-byte limit (API_MAX_BODY_BYTES); "
+                                       "send fewer runs per request"}, status_code=413)
+    return await http_exception_handler(request, exc)

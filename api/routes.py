@@ -1,0 +1,123 @@
+"""The endpoints: push runs, follow one, check health. Bodies validate, then call services."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from api.auth import presented_key
+from api.models import AcceptedRun, ErrorResponse, HealthResponse, PushResponse, RunStatusResponse
+from services.errors import WorkbenchError
+from services.intake.api_keys import verify_api_key
+from services.intake.intake import IntakeStatus, accept_records, count_queued, intake_status, intake_status_by_trace_id
+from services.intake.schema import ExternalRun
+from services.settings import Settings
+from services.store import transaction
+
+router = APIRouter()
+_log = logging.getLogger("workbench.api")
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorResponse, "description": "Missing, unknown or revoked API key."}}
+# POST /runs takes one record or a list of them; FastAPI cannot say "either" for a body it
+# does not validate itself, so the schema is spelled out here (ExternalRun is in components).
+_RUNS_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "oneOf": [{"$ref": "#/components/schemas/ExternalRun"},
+              {"type": "array", "items": {"$ref": "#/components/schemas/ExternalRun"}, "minItems": 1}]}}}}}
+
+
+async def app_settings(request: Request) -> Settings:  # async: no thread hop for a lookup
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+@router.get("/health", tags=["service"], response_model=HealthResponse, summary="Is the service up and its database reachable?",
+            responses={503: {"model": HealthResponse, "description": "The database cannot be reached."}})
+def health(settings: Settings = Depends(app_settings)) -> Any:
+    """No key needed. Reports whether the database answers and how many records wait for assessment."""
+    try:
+        with transaction(settings) as session:
+            queued = count_queued(session=session)
+    except WorkbenchError as exc:
+        # No key is needed here, so the answer does not say where the store is; the log does.
+        _log.warning("health check: %s", exc)
+        return JSONResponse(HealthResponse(status="unavailable", database="unreachable", queued=None).model_dump(),
+                            status_code=503)
+    return HealthResponse(status="ok", database="ok", queued=queued)
+
+
+@router.post("/runs", tags=["runs"], status_code=202, response_model=PushResponse, openapi_extra=_RUNS_BODY,
+             summary="Push one run, or a batch, for assessment and review",
+             responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."}})
+def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_key),
+              settings: Settings = Depends(app_settings)) -> PushResponse:
+    """Send what your RAG system answered: one ExternalRun object, or a JSON array of them
+    (up to API_MAX_BATCH). Each is stored and queued for assessment; the answer (202) gives
+    every record's intake id in the order sent. A record whose trace_id was already sent
+    is not stored again: its entry says `created: false` and points at the first one.
+
+    A batch is all or nothing: if any record is invalid, the 422 names each bad field
+    (`body.3.contexts.0.text`) and nothing is stored."""
+    with transaction(settings) as session:
+        caller = verify_api_key(key, session=session)
+        runs = _parse_runs(body, max_batch=settings.api_max_batch)
+        accepted = accept_records(runs, source="api", api_key_id=caller.key_id, session=session)
+    created = sum(a.created for a in accepted)
+    return PushResponse(accepted=created, duplicates=len(accepted) - created,
+                        runs=[AcceptedRun(intake_id=a.intake_id, trace_id=a.trace_id, created=a.created, status=a.status)
+                              for a in accepted])
+
+
+@router.get("/runs/by-trace-id/{trace_id:path}", tags=["runs"], response_model=RunStatusResponse,
+            summary="Follow a pushed run by your own trace id",
+            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "No record has this trace id."}})
+def run_by_trace_id(trace_id: str, key: str | None = Depends(presented_key),
+                    settings: Settings = Depends(app_settings)) -> RunStatusResponse:
+    """The same answer as GET /runs/{intake_id}, found by the trace id the record carried."""
+    with transaction(settings) as session:
+        verify_api_key(key, session=session)
+        return _status(intake_status_by_trace_id(trace_id, session=session))
+
+
+@router.get("/runs/{intake_id}", tags=["runs"], response_model=RunStatusResponse,
+            summary="Follow a pushed run: queued, assessed (with confidence and verdict) or failed",
+            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "No record has this intake id."}})
+def run_status(intake_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The id POST /runs returned.")],
+               key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings)) -> RunStatusResponse:
+    """Where the record is: `queued` until it is assessed; then its run's final confidence
+    and level, its review status (`pending` while it waits in the review queue), and the
+    reviewer's verdict once there is one; `failed` with the reason otherwise."""
+    with transaction(settings) as session:
+        verify_api_key(key, session=session)
+        return _status(intake_status(intake_id, session=session))
+
+
+def _parse_runs(body: Any, *, max_batch: int) -> list[ExternalRun]:
+    """The body as records, or a RequestValidationError whose locations name each bad field."""
+    single = not isinstance(body, list)
+    items = [body] if single else body
+    if not items:
+        raise RequestValidationError([{"type": "too_short", "loc": ("body",), "msg": "send at least one run"}])
+    if len(items) > max_batch:
+        raise RequestValidationError([{"type": "too_long", "loc": ("body",),
+                                       "msg": f"at most {max_batch} runs per request (got {len(items)}); split the batch"}])
+    runs, problems = [], []
+    for index, item in enumerate(items):
+        where = ("body",) if single else ("body", index)
+        try:
+            runs.append(ExternalRun.model_validate(item))
+        except ValidationError as exc:
+            problems += [{**e, "loc": (*where, *e["loc"])} for e in exc.errors(include_url=False, include_input=False)]
+    if problems:
+        raise RequestValidationError(problems)
+    return runs
+
+
+def _status(found: IntakeStatus) -> RunStatusResponse:
+    return RunStatusResponse(
+        intake_id=found.intake_id, trace_id=found.trace_id, source=found.source, status=found.status,
+        received_at=found.received_at, error=found.error, run_id=found.run_id, assessed_at=found.assessed_at,
+        confidence=found.confidence, level=found.level, review_status=found.review_status, verdict=found.verdict)

@@ -1,0 +1,205 @@
+"""HTTP API intake: N concurrent clients push single runs through POST /runs for a fixed
+time against a real `workbench api` (uvicorn in its own process), then every pushed run is
+looked for in run_intake.
+
+    python bench/api.py [--clients 20] [--seconds 30] [--data-dir DIR]
+
+Each client is a thread with its own httpx.Client (keep-alive), sending one run at a time:
+a question, an answer, five contexts with retriever scores and metadata, and a unique trace
+id. The server is the `workbench api` command as a user runs it (access log on, to
+/dev/null here) on a free port, against a fresh embedded data dir (or DATABASE_URL).
+
+Last stdout line: {"runs_per_s", "p50_ms", "p95_ms", "pushed", "stored", "lost", "errors",
+...}. `pushed` counts 202 answers, `stored` the bench's trace ids found in run_intake, and
+`lost` the pushed ones missing there: it must be 0. The assessment is not part of this
+(judges off): accepting is what a production system waits for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import (  # noqa: E402
+    describe,
+    emit,
+    log,
+    machine,
+    make_data_dir,
+    percentile,
+    phase,
+    rounded,
+    shutdown_store,
+    today,
+)
+
+_STORED = "SELECT trace_id FROM run_intake WHERE trace_id LIKE 'bench-%'"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _record(client: int, i: int) -> dict[str, Any]:
+    return {
+        "question": f"Client {client} question {i}: how do I clear alarm SRVO-062 after a battery change?",
+        "answer": "Replace the pulsecoder battery with the controller on, then remaster the affected axes [1][2].",
+        "trace_id": f"bench-{client:02d}-{i:07d}",
+        "contexts": [{"text": f"Passage {rank}: SRVO-062 BZAL alarm means the pulsecoder backup battery ran low; "
+                              "replace it with power on and remaster.",
+                      "document_id": f"srvo-062-{rank}.md", "source": "manuals/alarms", "rank": rank,
+                      "score": round(1 / (60 + rank), 5), "bm25_score": 9.0 - rank, "dense_similarity": 0.7 - rank / 20}
+                     for rank in range(1, 6)],
+        "metadata": {"app": "bench", "model": "bench-model", "user": f"user-{client}",
+                     "timestamp": "2026-06-01T12:00:00Z", "extra": {"client": client}},
+    }
+
+
+def _start_api(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    workbench = Path(sys.executable).with_name("workbench")
+    if not workbench.exists():
+        raise SystemExit(f"{workbench} not found: install the package first (make install)")
+    command = [str(workbench), "--data-dir", str(data_dir), "api", "--port", str(port)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_healthy(base_url: str, server: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the API exited with {server.returncode} before it was healthy")
+        try:
+            if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the API did not become healthy in time")
+
+
+def _push(base_url: str, key: str, clients: int, seconds: float) -> list[dict[str, Any]]:
+    """Every request's outcome: client, trace id, status, created, ms."""
+    import httpx
+
+    outcomes: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    stop_at: list[float] = []
+
+    def client(number: int) -> None:
+        mine = []
+        with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+            start.wait()
+            i = 0
+            while time.monotonic() < stop_at[0]:
+                record = _record(number, i)
+                began = time.perf_counter()
+                try:
+                    response = http.post("/runs", json=record)
+                    status = response.status_code
+                    created = status == 202 and response.json()["runs"][0]["created"]
+                    error = None if status == 202 else response.text[:200]
+                except httpx.HTTPError as exc:
+                    status, created, error = 0, False, f"{type(exc).__name__}: {exc}"
+                mine.append({"trace_id": record["trace_id"], "status": status, "created": created, "error": error,
+                             "ms": (time.perf_counter() - began) * 1000})
+                i += 1
+        with lock:
+            outcomes.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    stop_at.append(time.monotonic() + seconds)
+    start.wait()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    args = parser.parse_args()
+
+    data_dir, created = make_data_dir(args.data_dir)
+    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object; the API inherits it
+    from sqlalchemy import text
+
+    from services.intake.api_keys import create_api_key
+    from services.settings import get_settings
+    from services.store import get_engine, transaction
+
+    get_settings.cache_clear()
+    settings = get_settings()
+    timings: dict[str, float] = {}
+    server = None
+    try:
+        with phase(f"store: {describe(settings)}", timings):
+            get_engine(settings)  # migrated here; the API joins the same server
+            with transaction(settings) as session:
+                session.execute(text("DELETE FROM run_intake WHERE trace_id LIKE 'bench-%'"))
+                key = create_api_key(name="bench", created_by="bench/api.py", session=session).key
+        port = _free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        with phase(f"start workbench api on port {port}", timings):
+            server = _start_api(port, data_dir)
+            _wait_healthy(base_url, server)
+        load_before = os.getloadavg()[0]
+        with phase(f"{args.clients} clients push single runs for {args.seconds:.0f} s", timings):
+            outcomes = _push(base_url, key, args.clients, args.seconds)
+        load_during = os.getloadavg()[0]
+        with transaction(settings) as session:
+            stored = {row[0] for row in session.execute(text(_STORED))}
+        accepted = [o for o in outcomes if o["status"] == 202]
+        errors = [o for o in outcomes if o["status"] != 202]
+        for error in errors[:5]:
+            log(f"error: {error['status']} {error['error']}")
+        latencies = [o["ms"] for o in accepted]
+        result = {
+            "runs_per_s": rounded(len(accepted) / args.seconds, 1),
+            "p50_ms": rounded(percentile(latencies, 50), 1),
+            "p95_ms": rounded(percentile(latencies, 95), 1),
+            "p99_ms": rounded(percentile(latencies, 99), 1),
+            "pushed": len(accepted),
+            "stored": len(stored),
+            "lost": sum(o["trace_id"] not in stored for o in accepted),
+            "not_new": sum(not o["created"] for o in accepted),  # every trace id is unique: must be 0
+            "errors": len(errors),
+            "clients": args.clients,
+            "seconds": args.seconds,
+            "store": "embedded" if settings.embedded else "external",
+            "load_average_1min_before": rounded(load_before, 1),
+            "load_average_1min_after": rounded(load_during, 1),
+            "machine": machine(),
+            "date": today(),
+        }
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        shutdown_store(settings, data_dir, remove=created and not args.keep)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Sentences as the offline backend reads them: an answer's, and the chunks' it is checked against."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.answering.llm import _lexical as lex
+from services.corpus.chunking import split_sentences
+from services.domain import Hit
+
+MAX_SUPPORT_SENTENCES = 200
+SUPPORT_POOL_PER_SENTENCE = 8  # chunk sentences compared with each answer sentence
+MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[1]", "[1, 3]": citations in an answer
+
+
+def addressing_text(query: str, terms: Sequence[lex.Term], sentences: list[str]) -> str:
+    """The text that has to name what the question asks about: for a one-part question, the
+    answer's sentence that covers most of its terms; for a multi-part one, the whole answer.
+
+    A one-part question is answered by a statement about its subject. Its terms scattered
+    over several quoted sentences are not an answer: "How do viruses overcome barriers?"
+    read against "Bacteria overcome barriers by ... [1] ... bacteria and viruses ... [2]"."""
+    plain = " ".join(sentences)
+    if len(sentences) < 2 or len(lex.decompose(query)) > 1:
+        return plain
+    return max(sentences, key=lambda s: lex.coverage(terms, s))  # ties: the earlier sentence
+
+
+def support_pool(sentences: list[str], chunks: Sequence[Hit]) -> list[str]:
+    """The chunk sentences worth comparing with: for each answer sentence, those sharing the
+    most of its words. One sharing none scores at most 0.5 and is never what decides."""
+    pool = [seg.scoring for _, _, seg in chunk_sentences(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
+            if not seg.heading]
+    pool_stems = [lex.stems(p) for p in pool]
+    keep: set[int] = set()
+    for sentence in sentences:
+        own = lex.stems(sentence)
+        share = [lex.containment(own, s) for s in pool_stems]
+        keep.update(sorted(range(len(pool)), key=lambda i: (-share[i], i))[:SUPPORT_POOL_PER_SENTENCE])
+    return [pool[i] for i in sorted(keep)]
+
+
+def sentence_support(sentences: list[str], sentence_vectors: np.ndarray, pool: list[str],
+                     pool_vectors: np.ndarray) -> list[float]:
+    """Per answer sentence: the best 0.5 cosine + 0.5 containment over the chunk sentences."""
+    if not pool:
+        return [0.0] * len(sentences)
+    cosine = np.clip(sentence_vectors @ pool_vectors.T, 0.0, 1.0)
+    pool_stems = [lex.stems(p) for p in pool]
+    scores = []
+    for i, sentence in enumerate(sentences):
+        own = lex.stems(sentence)
+        contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
+        scores.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
+    return scores
+
+
+def chunk_sentences(chunks: Sequence[Hit], *, answerable_only: bool, limit: int) -> list[tuple[int, int, lex.Segment]]:
+    """(chunk index, position, segment) in rank order; a sentence repeated by chunk
+    overlap is kept once, in its best-ranked chunk."""
+    seen: set[str] = set()
+    found = []
+    for chunk_index, hit in enumerate(chunks):
+        for position, seg in enumerate(lex.segment_chunk(hit.text)):
+            if (answerable_only and not seg.answerable) or not seg.scoring or seg.scoring in seen:
+                continue
+            seen.add(seg.scoring)
+            found.append((chunk_index, position, seg))
+            if len(found) == limit:
+                return found
+    return found
+
+
+def strip_markers(answer: str) -> str:
+    return " ".join(MARKERS.sub(" ", answer).split())
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """The answer's sentences without citation markers, as the chunks' sentences are scored."""
+    sentences: list[str] = []
+    for piece in MARKERS.split(answer)[::2]:  # split() interleaves the captured marker text
+        sentences.extend(lex.clean(x) for x in split_sentences(piece))
+    return [s for s in sentences if any(ch.isalnum() for ch in s)]

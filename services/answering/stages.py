@@ -1,0 +1,277 @@
+"""One iteration of the pipeline, stage by stage: retrieve, score, correct (CRAG), generate,
+judge (reflect, grade, find gaps), blend and decide. The stages share an IterationContext."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from services.answering import decisions
+from services.answering.decisions import Decision, RouterAction
+from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
+from services.answering.presets import FeatureConfig
+from services.answering.runs import Iteration
+from services.domain import Hit, RetrievalResult
+from services.errors import LLMError
+from services.retrieval.search import default_params, search_in_session
+from services.scoring import confidence as conf
+from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
+from services.settings import Settings
+from services.store import transaction
+
+INSUFFICIENT = "insufficient data: the corpus returned nothing for this question"
+T = TypeVar("T")
+
+
+class Emit(Protocol):
+    def __call__(self, event_type: str, message: str, **data: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How an iteration retrieves."""
+
+    queries: tuple[str, ...]
+    sub_queries: tuple[str, ...] = ()
+    use_fallback: bool = False
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What every iteration of one run works with."""
+
+    query: str
+    config: FeatureConfig
+    profile: conf.WeightsProfile
+    backend: AnswerBackend
+    fallback: FallbackSource | None
+    collection: str
+    settings: Settings
+    emit: Emit
+
+
+@dataclass
+class IterationContext:
+    """One iteration's plan, and what its stages record: time per stage, LLM failures, calls."""
+
+    setup: RunSetup
+    ordinal: int
+    plan: Plan
+    fallback_used: bool = False
+    decomposed: bool = False
+    latency: dict[str, float] = field(default_factory=dict)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    calls: list[LLMCall] = field(default_factory=list)
+
+    def timed(self, stage: str, fn: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.latency[stage] = self.latency.get(stage, 0.0) + (time.perf_counter() - started) * 1000
+            self.calls.extend(self.setup.backend.log.drain())
+
+    def guarded(self, stage: str, fn: Callable[[], T]) -> T | None:
+        """An LLM failure is recorded on the iteration and the run goes on without it."""
+        try:
+            return self.timed(stage, fn)
+        except LLMError as exc:
+            self.errors.append({"stage": stage, "kind": exc.kind, "message": str(exc)})
+            self.setup.emit("llm_error", f"{stage} failed ({exc.kind}): {exc}", stage=stage, kind=exc.kind)
+            return None
+
+
+@dataclass(frozen=True)
+class Scored:
+    raw_metrics: dict[str, Any]
+    components: tuple[float, ...]
+    retrieval_confidence: float
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the judges said about the answer; None where a judge was off or failed."""
+
+    reflection: Reflection | None
+    grade: Grade | None
+    gaps: tuple[str, ...]
+
+
+def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, decomposed: bool) -> Iteration:
+    ctx = IterationContext(setup, ordinal, plan, fallback_used=fallback_used, decomposed=decomposed)
+    result, vectors = retrieve(ctx)
+    scored = score(ctx, result)
+    verdict, chunks = correct(ctx, result, vectors)
+    generation = generate(ctx, chunks)
+    answer = generation.answer if generation else ""
+    judgement = judge(ctx, answer, chunks, retrieved=bool(result.hits))
+    blended, signals = blend(ctx, result, scored, answer, judgement)
+    decision = decide(ctx, blended, result, judgement)
+    return _iteration(ctx, result, scored, verdict, generation, judgement, blended, signals, decision)
+
+
+def retrieve(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]:
+    """Search every planned query (and the fallback source when planned), fused by RRF, with
+    the top three chunks' embeddings for CRAG's agreement signal."""
+    setup, plan = ctx.setup, ctx.plan
+    result, vectors = ctx.timed("retrieval", lambda: _search(setup, plan))
+    setup.emit("retrieval_complete", f"{len(result.hits)} hits ({result.mode})", hits=len(result.hits),
+               queries=list(plan.queries), fallback=plan.use_fallback)
+    return result, vectors
+
+
+def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
+    profile = ctx.setup.profile
+    raw = ctx.timed("scoring", lambda: conf.raw_metrics(result.hits, result.query_entities, mode=result.mode))
+    components = conf.components_from_raw(raw)
+    retrieval_conf = conf.overall(components, profile)
+    ctx.setup.emit("confidence_scored", f"retrieval confidence {retrieval_conf:.2f} ({profile.level(retrieval_conf)})",
+                   confidence=retrieval_conf, components=dict(zip(conf.COMPONENTS, components.tolist())))
+    return Scored(raw, tuple(float(c) for c in components), retrieval_conf)
+
+
+def correct(ctx: IterationContext, result: RetrievalResult,
+            vectors: np.ndarray | None) -> tuple[CragVerdict | None, Sequence[Hit]]:
+    """CRAG's verdict and the chunks generation reads: those with a relevant strip, when any."""
+    setup = ctx.setup
+    if not setup.config.enable_crag_evaluation:
+        return None, result.hits
+    verdict = ctx.timed("crag", lambda: evaluate_retrieval(setup.query, result.hits, chunk_vectors=vectors,
+                                                           config=setup.config.crag))
+    if verdict.verdict != RetrievalVerdict.CORRECT and (setup.fallback is None or ctx.fallback_used):
+        outcome = "fallback unavailable" if setup.fallback is None else "fallback already used"
+        verdict = dataclasses.replace(verdict, action_outcome=outcome)
+        setup.emit("fallback_unavailable", f"CRAG {verdict.verdict}: {outcome}", verdict=verdict.verdict)
+    chunks: Sequence[Hit] = result.hits
+    if verdict.kept_chunk_ids:  # decompose-then-recompose: drop chunks with no relevant strip
+        kept = set(verdict.kept_chunk_ids)
+        chunks = [h for h in result.hits if h.chunk_id in kept]
+    setup.emit("crag_evaluated", verdict.reasoning, verdict=verdict.verdict, score=verdict.score, action=verdict.action)
+    return verdict, chunks
+
+
+def generate(ctx: IterationContext, chunks: Sequence[Hit]) -> Generation | None:
+    """The answer from the chunks; None when there were none or the backend failed."""
+    setup = ctx.setup
+    generation = ctx.guarded("generation", lambda: setup.backend.generate(setup.query, chunks)) if chunks else None
+    answer = generation.answer if generation else ""
+    setup.emit("generation_complete",
+               f"{len(answer)} characters, {len(generation.citations) if generation else 0} citations")
+    return generation
+
+
+def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieved: bool) -> Judgement:
+    setup, config, backend, query = ctx.setup, ctx.setup.config, ctx.setup.backend, ctx.setup.query
+    reflection = None
+    if config.enable_self_reflection and answer:
+        reflection = ctx.guarded("reflection", lambda: backend.reflect(query, answer, chunks))
+        if reflection is not None:
+            setup.emit("reflection_complete", reflection.reflection_reason, reflection_score=reflection.reflection_score,
+                       grounded=reflection.answer_grounded)
+    grade = ctx.guarded("grading", lambda: backend.grade(query, answer)) if config.enable_answer_grading and answer else None
+    if grade is not None:
+        setup.emit("answer_graded", f"grade {grade.score}/5 ({grade.label})", score=grade.score, gaps=list(grade.gaps))
+    gaps: list[str] = []
+    if config.enable_gap_detection and retrieved:
+        gaps = ctx.guarded("gaps", lambda: backend.identify_gaps(query, answer, chunks)) or []
+        if gaps:
+            setup.emit("gaps_identified", f"{len(gaps)} gap(s): {', '.join(gaps[:3])}", gaps=gaps)
+    return Judgement(reflection, grade, tuple(gaps))
+
+
+def blend(ctx: IterationContext, result: RetrievalResult, scored: Scored, answer: str,
+          judgement: Judgement) -> tuple[float, dict[str, float]]:
+    """The final confidence of this iteration and the signals it was blended from."""
+    heuristic = decisions.heuristic_confidence(result.hits, answer, ctx.setup.query)
+    reflection, grade = judgement.reflection, judgement.grade
+    blended, signals = decisions.blended_confidence(
+        retrieval=scored.retrieval_confidence, reflection=reflection.reflection_score if reflection else None,
+        grade=grade.score if grade else None, heuristic=heuristic)
+    if not answer:
+        blended = min(blended, scored.retrieval_confidence)  # nothing was answered: no credit beyond retrieval
+    signals["heuristic_value"] = heuristic
+    return blended, signals
+
+
+def decide(ctx: IterationContext, blended: float, result: RetrievalResult, judgement: Judgement) -> Decision:
+    setup, config = ctx.setup, ctx.setup.config
+    if config.enable_adaptive_refinement:
+        reflection, grade = judgement.reflection, judgement.grade
+        state = decisions.RouterState(
+            confidence=blended, source_count=len(result.hits),
+            query_complexity=decisions.query_complexity(setup.query, ()) if config.enable_decomposition else "simple",
+            iteration=ctx.ordinal, max_iterations=config.max_iterations,
+            reflection_approved=None if reflection is None else reflection.reflection_score >= config.reflection_min_score,
+            has_gaps=bool(judgement.gaps) or bool(grade and grade.gaps),
+            fallback_available=setup.fallback is not None and not ctx.fallback_used,
+            fallback_used=ctx.fallback_used, decomposed=ctx.decomposed)
+        thresholds = dataclasses.replace(config.router, complete=config.min_confidence_threshold)
+        decision = ctx.timed("decision", lambda: decisions.decide(state, thresholds))
+    else:
+        decision = Decision(RouterAction.ACCEPT_BEST, "adaptive refinement is off in this preset")
+    if not result.hits:
+        decision = Decision(RouterAction.ACCEPT_BEST, INSUFFICIENT)
+    setup.emit("adaptive_refinement_decision", f"{decision.action}: {decision.reason}", decision=decision.action,
+               confidence=blended)
+    return decision
+
+
+def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, verdict: CragVerdict | None,
+               generation: Generation | None, judgement: Judgement, blended: float, signals: dict[str, float],
+               decision: Decision) -> Iteration:
+    return Iteration(
+        ordinal=ctx.ordinal, query_used=" | ".join(ctx.plan.queries), sub_queries=ctx.plan.sub_queries,
+        retrieval=result, components=scored.components, raw_metrics=scored.raw_metrics,
+        retrieval_confidence=scored.retrieval_confidence, confidence=blended, level=ctx.setup.profile.level(blended),
+        crag=verdict, answer=generation.answer if generation else "",
+        citations=generation.citations if generation else (), reflection=judgement.reflection, grade=judgement.grade,
+        gaps=judgement.gaps, decision=decision.action, decision_reason=decision.reason, signals=signals,
+        latency_ms=ctx.latency, errors=tuple(ctx.errors), llm_calls=tuple(ctx.calls),
+    )
+
+
+# --- retrieval ------------------------------------------------------------------------------
+
+def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | None]:
+    config, settings = setup.config, setup.settings
+    params = default_params(settings, mode=config.retrieval_mode, k=config.k, collection=setup.collection)
+    with transaction(settings) as session:
+        results = [search_in_session(q, params, session=session, settings=settings) for q in plan.queries]
+        if plan.use_fallback and setup.fallback is not None:
+            results.append(setup.fallback.search(plan.queries[0], config.k))
+        merged = results[0] if len(results) == 1 else merge_results(results, k=config.k)
+        vectors = _chunk_vectors(session, [h.chunk_id for h in merged.hits[:3]])
+    return merged, vectors
+
+
+def merge_results(results: Sequence[RetrievalResult], *, k: int, rrf_k: int = 60) -> RetrievalResult:
+    """Fuse the hit lists of several queries by RRF; each chunk keeps its best-ranked scores."""
+    scores: dict[int, float] = {}
+    best: dict[int, Hit] = {}
+    for result in results:
+        for hit in result.hits:
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (rrf_k + hit.rank)
+            if hit.chunk_id not in best or hit.rank < best[hit.chunk_id].rank:
+                best[hit.chunk_id] = hit
+    order = sorted(scores, key=lambda cid: (-scores[cid], cid))[:k]
+    hits = tuple(dataclasses.replace(best[cid], rank=i + 1, fused_score=scores[cid]) for i, cid in enumerate(order))
+    first = results[0]  # the original question: its entities are what entity support checks
+    return dataclasses.replace(first, query=" | ".join(r.query for r in results), hits=hits,
+                               latency_ms=sum(r.latency_ms for r in results))
+
+
+_CHUNK_VECTORS = "SELECT id, CAST(embedding AS real[]) FROM chunks WHERE id = ANY(:ids)"
+
+
+def _chunk_vectors(session: Session, chunk_ids: list[int]) -> np.ndarray | None:
+    if not chunk_ids:
+        return None
+    rows: dict[int, Any] = dict(session.execute(text(_CHUNK_VECTORS), {"ids": chunk_ids}).all())
+    return np.array([np.asarray(rows[i], dtype=np.float32) for i in chunk_ids if i in rows])

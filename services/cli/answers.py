@@ -1,0 +1,89 @@
+"""Answer commands: ask questions through the pipeline, export reviewed runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from tqdm import tqdm
+
+from services.cli._app import app, emit, fail
+from services.errors import WorkbenchError
+
+
+@app.command()
+def ask(
+    query: Optional[str] = typer.Argument(None, help="The question (or use --queries)."),
+    queries: Optional[Path] = typer.Option(None, help="BEIR queries.jsonl to answer in one process."),
+    preset: str = typer.Option("balanced", help="minimal, balanced or research."),
+    collection: str = typer.Option("default"),
+    out: Optional[Path] = typer.Option(None, help="With --queries: write one stored run per line here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored run as JSON."),
+) -> None:
+    """Answer a question (or a file of them); every run is stored for review."""
+    from services.answering import pipeline
+    from services.answering.llm.backends import backend_for
+    from services.retrieval.evaluation import load_queries
+
+    if (query is None) == (queries is None):
+        fail(WorkbenchError("give either a QUERY or --queries FILE"))
+    try:
+        backend = backend_for()
+        if query is not None:
+            run = pipeline.run(query, preset, backend=backend, collection=collection)
+            if as_json:
+                emit(run.to_dict())
+            else:
+                typer.echo(f"[{run.final_level} {run.final_confidence:.2f} | {' -> '.join(run.route)} | "
+                           f"{run.status} | run {run.run_id}]")
+                typer.echo(run.final_answer or f"(no answer: {run.outcome_note})")
+            return
+        items = load_queries(queries)  # type: ignore[arg-type]
+        sink = open(out, "w", encoding="utf-8") if out else None
+        try:
+            for item in tqdm(items, desc="answering", unit="question", file=sys.stderr):
+                run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch")
+                record = {"query_id": item.query_id, **run.to_dict()}
+                if sink:
+                    sink.write(json.dumps(record, default=str) + "\n")
+                elif as_json:
+                    typer.echo(json.dumps(record, default=str))
+        finally:
+            if sink:
+                sink.close()
+    except WorkbenchError as exc:
+        fail(exc)
+
+
+@app.command("export")
+def export_runs(
+    output: Path = typer.Option(..., "-o", "--output", help="File to write; replaced atomically, never left half-written."),
+    fmt: str = typer.Option("jsonl", "--format", help="csv, jsonl or parquet."),
+    status: Optional[list[str]] = typer.Option(None, "--status", help="Status to include; repeat or comma-separate (default: all)."),
+    verdict: Optional[str] = typer.Option(None, help="Current review verdict: approved, flagged or corrected."),
+    reviewer: Optional[str] = typer.Option(None, help="Exact reviewer name."),
+    since: Optional[str] = typer.Option(None, help="ISO date or datetime, inclusive (UTC when no offset is given)."),
+    until: Optional[str] = typer.Option(None, help="ISO datetime, exclusive; a bare date includes that whole day."),
+    date_field: str = typer.Option("created", "--date-field", help="What --since/--until bound: created or reviewed."),
+    profile: Optional[str] = typer.Option(None, help='Weights profile label, e.g. "default v1".'),
+    collection: Optional[str] = typer.Option(None, help="Only runs against this collection."),
+) -> None:
+    """Export runs with their reviews (one record per run) for audits or fine-tuning sets."""
+    from services.review.export import ExportFilters, export_records, parse_when
+    from services.review.export_formats import check_format, write_export
+
+    try:
+        filters = ExportFilters(
+            statuses=tuple(s.strip() for item in status or () for s in item.split(",") if s.strip()),
+            verdict=verdict, reviewer=reviewer, date_field=date_field, profile=profile, collection=collection,
+            since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
+        )
+        check_format(fmt)
+        records = export_records(filters)
+        write_export(records, fmt, output)
+    except WorkbenchError as exc:
+        fail(exc)
+    typer.echo(f"exported {len(records)} records to {output}", err=True)

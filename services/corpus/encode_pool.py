@@ -1,0 +1,58 @@
+"""Embed the new chunks of grouped write batches on one worker thread, a group ahead of the writer."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from services.corpus.batching import Batch
+from services.corpus.indexing import PreparedDocument, indexed_text
+from services.errors import InputError
+from services.retrieval import embedding
+from services.settings import Settings
+
+
+def embedded_batches(groups: Iterator[list[Batch]], settings: Settings) -> Generator[tuple[Batch, list[PreparedDocument]]]:
+    """Each batch of each group with its new documents, embedded, in order.
+
+    The next group is chunked (by the caller's thread, pulling from `groups`) and embedded
+    (by one worker) while the caller writes this one: torch releases the GIL while it computes.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-embed") as embedder:
+        ahead: deque[tuple[list[Batch], Future[np.ndarray]]] = deque()
+        for group in groups:
+            ahead.append((group, embedder.submit(_embed, group, settings)))
+            if len(ahead) > 1:
+                yield from _prepared(*ahead.popleft())
+        while ahead:
+            yield from _prepared(*ahead.popleft())
+
+
+def _embed(group: list[Batch], settings: Settings) -> np.ndarray:
+    texts = [indexed_text(doc.title, c.text) for batch in group for doc, _, chunks in batch.new for c in chunks]
+    if not texts:  # nothing changed: no need to load the model
+        return np.zeros((0, settings.embedding_dim), dtype=np.float32)
+    vectors = embedding.encode(settings.embedding_model, texts, batch_size=settings.embedding_batch_size)
+    if vectors.shape[1] != settings.embedding_dim:
+        raise InputError(
+            f"embedding model '{settings.embedding_model}' gives {vectors.shape[1]}-d vectors but the "
+            f"store holds {settings.embedding_dim}-d ones; set EMBEDDING_DIM or use a new data dir"
+        )
+    return vectors
+
+
+def _prepared(group: list[Batch], embedded: Future[np.ndarray]) -> Iterator[tuple[Batch, list[PreparedDocument]]]:
+    """Per batch, its new documents with their rows of the group's embeddings."""
+    vectors = embedded.result()
+    offset = 0
+    for batch in group:
+        prepared = []
+        for doc, digest, chunks in batch.new:
+            n = len(chunks)
+            prepared.append(PreparedDocument(doc, digest, [c.text for c in chunks], [c.token_count for c in chunks],
+                                             vectors[offset:offset + n]))
+            offset += n
+        yield batch, prepared

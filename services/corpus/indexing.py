@@ -1,0 +1,169 @@
+"""The corpus's write statements: collections, documents, chunks and BM25 postings, added and removed."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import delete, insert, select, text
+from sqlalchemy.orm import Session
+
+from db.models import Chunk as ChunkRow
+from db.models import Collection, Document
+from services.corpus.extract import SourceDocument
+from services.retrieval.text import term_counts
+
+
+@dataclass(frozen=True)
+class PreparedDocument:
+    """A document with new content, chunked and embedded: what `insert_documents` stores."""
+
+    source: SourceDocument
+    digest: str
+    chunks: list[str]
+    token_counts: list[int]
+    embeddings: np.ndarray
+
+
+def indexed_text(title: str, chunk: str) -> str:
+    """What is embedded and BM25-indexed for a chunk: the title travels with every chunk."""
+    return f"{title}\n{chunk}" if title else chunk
+
+
+def content_hash(doc: SourceDocument) -> str:
+    return hashlib.sha256(f"{doc.title}\x00{doc.text}".encode()).hexdigest()
+
+
+def find_collection(session: Session, name: str) -> int | None:
+    return session.scalar(select(Collection.id).where(Collection.name == name))
+
+
+def ensure_collection(session: Session, name: str) -> int:
+    """The collection's id, creating the collection if it does not exist yet."""
+    found = find_collection(session, name)
+    if found is not None:
+        return found
+    session.execute(text(_CREATE_COLLECTION), {"name": name})
+    return find_collection(session, name)  # type: ignore[return-value]
+
+
+_CREATE_COLLECTION = """
+INSERT INTO collections (name) VALUES (:name) ON CONFLICT (name) DO NOTHING
+"""
+
+
+def lock_collection(session: Session, collection_id: int) -> None:
+    session.execute(text(_LOCK_STATS), {"cid": collection_id})
+
+
+_LOCK_STATS = """
+INSERT INTO bm25_stats (collection_id, n_chunks, total_dl) VALUES (:cid, 0, 0)
+ON CONFLICT (collection_id) DO UPDATE SET n_chunks = bm25_stats.n_chunks
+"""
+
+
+def known_hashes(session: Session, collection_id: int, external_ids: list[str]) -> dict[str, str]:
+    rows = session.execute(
+        select(Document.external_id, Document.content_hash).where(
+            Document.collection_id == collection_id, Document.external_id.in_(external_ids)
+        )
+    )
+    return {external_id: digest for external_id, digest in rows}
+
+
+def insert_documents(session: Session, collection_id: int, preps: list[PreparedDocument]) -> None:
+    """Insert the batch's documents, chunks and postings: a few statements per batch, not per
+    document, so the database work that competes with the encoder for the CPU stays small."""
+    if not preps:
+        return
+    document_ids = session.scalars(
+        insert(Document).returning(Document.id, sort_by_parameter_order=True),
+        [{"collection_id": collection_id, "external_id": p.source.external_id, "title": p.source.title,
+          "source": p.source.source, "content_hash": p.digest, "metadata_": p.source.metadata} for p in preps],
+    ).all()
+    rows = [
+        {"document_id": document_id, "collection_id": collection_id, "ordinal": i,
+         "text": chunk, "token_count": tokens, "embedding": vector}
+        for document_id, prep in zip(document_ids, preps, strict=True)
+        for i, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings))
+    ]
+    if not rows:
+        return
+    chunk_ids = session.scalars(insert(ChunkRow).returning(ChunkRow.id, sort_by_parameter_order=True), rows).all()
+    texts = [indexed_text(prep.source.title, chunk) for prep in preps for chunk in prep.chunks]
+    index_chunks(session, collection_id, chunk_ids, texts)
+
+
+def index_chunks(session: Session, collection_id: int, chunk_ids: Sequence[int], texts: Sequence[str]) -> None:
+    """Add BM25 postings for the chunks; bump term df and bounds, and corpus stats, to match."""
+    posting_chunks: list[int] = []
+    posting_terms: list[str] = []
+    posting_tf: list[int] = []
+    posting_dl: list[int] = []
+    total_dl = 0
+    for chunk_id, body in zip(chunk_ids, texts):
+        counts, dl = term_counts(body)
+        total_dl += dl
+        for term, tf in counts.items():
+            posting_chunks.append(chunk_id)
+            posting_terms.append(term)
+            posting_tf.append(tf)
+            posting_dl.append(dl)
+    session.execute(
+        text(_INSERT_POSTINGS),
+        {"cid": collection_id, "chunks": posting_chunks, "terms": posting_terms, "tfs": posting_tf, "dls": posting_dl},
+    )
+    session.execute(text(_BUMP_STATS), {"cid": collection_id, "n": len(chunk_ids), "dl": total_dl})
+
+
+# Terms are upserted in term order: concurrent ingests then lock them in the same order and
+# cannot deadlock. max_tf and min_dl only ever widen (see db.models.Bm25Term).
+_INSERT_POSTINGS = """
+WITH p AS (
+    SELECT * FROM unnest(CAST(:chunks AS bigint[]), CAST(:terms AS text[]), CAST(:tfs AS int[]), CAST(:dls AS int[]))
+                  AS p(chunk_id, term, tf, dl)
+), terms AS (
+    INSERT INTO bm25_terms (collection_id, term, df, max_tf, min_dl)
+    SELECT :cid, term, count(*), max(tf), min(dl) FROM p GROUP BY term ORDER BY term
+    ON CONFLICT (collection_id, term) DO UPDATE SET
+        df = bm25_terms.df + EXCLUDED.df,
+        max_tf = greatest(bm25_terms.max_tf, EXCLUDED.max_tf),
+        min_dl = least(bm25_terms.min_dl, EXCLUDED.min_dl)
+    RETURNING id, term
+)
+INSERT INTO bm25_postings (term_id, chunk_id, tf, dl)
+SELECT terms.id, p.chunk_id, p.tf, p.dl FROM p JOIN terms ON terms.term = p.term
+"""
+
+_BUMP_STATS = """
+UPDATE bm25_stats SET n_chunks = n_chunks + :n, total_dl = total_dl + :dl WHERE collection_id = :cid
+"""
+
+
+def remove_document(session: Session, collection_id: int, external_id: str) -> None:
+    """Remove a document, its chunks and postings, and take them out of df and stats."""
+    session.execute(text(_UNCOUNT_DOCUMENT), {"cid": collection_id, "external_id": external_id})
+    session.execute(
+        delete(Document).where(Document.collection_id == collection_id, Document.external_id == external_id)
+    )
+
+
+_UNCOUNT_DOCUMENT = """
+WITH doc_chunks AS (
+    SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+    WHERE d.collection_id = :cid AND d.external_id = :external_id
+), term_drop AS (
+    UPDATE bm25_terms t SET df = t.df - x.n
+    FROM (SELECT p.term_id, count(*) AS n FROM bm25_postings p
+          WHERE p.chunk_id IN (SELECT id FROM doc_chunks) GROUP BY p.term_id) x
+    WHERE t.id = x.term_id
+)
+UPDATE bm25_stats s SET
+    n_chunks = s.n_chunks - (SELECT count(*) FROM doc_chunks),
+    total_dl = s.total_dl - coalesce((SELECT sum(dl) FROM (
+        SELECT DISTINCT p.chunk_id, p.dl FROM bm25_postings p WHERE p.chunk_id IN (SELECT id FROM doc_chunks)
+    ) lens), 0)
+WHERE s.collection_id = :cid
+"""

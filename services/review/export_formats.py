@@ -1,0 +1,163 @@
+"""Write export records as CSV, JSONL or Parquet, atomically, and read any of the three back.
+
+Lists and dicts (citations, components, route, iterations, review history) are JSON strings
+in CSV and Parquet cells -- simple, lossless, and readable by any tool -- and plain JSON in
+JSONL. `read_export` turns any of the three back into the records `export_records` returned.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from services.errors import InputError
+from services.review.export import FIELDS
+
+FORMATS = ("csv", "jsonl", "parquet")
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
+    return fmt
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _to_cells(record: dict[str, Any]) -> dict[str, Any]:
+    """Nested fields as JSON strings; scalars unchanged."""
+    return {name: _dumps(record[name]) if kind == "json" else record[name] for name, kind in FIELDS.items()}
+
+
+# A spreadsheet runs a CSV cell that starts with one of these as a formula (OWASP "CSV
+# injection"); questions, answers and comments are typed by people. Such a text cell is
+# written with a leading apostrophe, which spreadsheets show as plain text. Cells already
+# starting with an apostrophe get one too, so reading strips exactly one and round-trips.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _csv_text(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def _from_csv_text(value: str) -> str:
+    return value[1:] if value.startswith("'") and value[1:].startswith(_FORMULA_STARTS) else value
+
+
+def _from_cell(kind: str, value: Any) -> Any:
+    if kind == "json":
+        return json.loads(value)
+    if value is None or (value == "" and kind.endswith("?")):
+        return None
+    if kind.startswith("int"):
+        return int(value)
+    if kind.startswith("float"):
+        return float(value)
+    return value
+
+
+_ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "text": pa.string(), "json": pa.string()}
+_ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind.rstrip("?")], nullable=kind.endswith("?"))
+                           for name, kind in FIELDS.items()])
+
+
+def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
+    """The records serialized as `fmt` (UTF-8 for the text formats, no byte-order mark)."""
+    check_format(fmt)
+    if fmt == "jsonl":
+        return "".join(_dumps(r) + "\n" for r in records).encode("utf-8")
+    if fmt == "csv":
+        buffer = io.StringIO(newline="")
+        writer = csv.writer(buffer)
+        writer.writerow(FIELDS)
+        for record in records:
+            cells = _to_cells(record)
+            # repr keeps every float digit; None is an empty cell (nullable fields only).
+            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else
+                             _csv_text(v) if isinstance(v, str) else v for v in cells.values()])
+        return buffer.getvalue().encode("utf-8")
+    table = pa.Table.from_pylist([_to_cells(r) for r in records], schema=_ARROW_SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> None:
+    """Write the export to an open binary file, or atomically to a path.
+
+    A path is written through a temporary file in the same directory and then renamed
+    over the destination, so a failed export never leaves a half-written file behind.
+    """
+    data = export_bytes(records, fmt)
+    if not isinstance(destination, (str, Path)):
+        destination.write(data)
+        return
+    path = Path(destination)
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: directory {path.parent} does not exist")
+    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temporary, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def read_export(source: Path | str | bytes, fmt: str) -> list[dict[str, Any]]:
+    """Re-import an export written by `write_export` / `export_bytes` as the same records."""
+    check_format(fmt)
+    if isinstance(source, bytes):
+        data = source
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    try:
+        if fmt == "jsonl":
+            # Split on "\n" only: str.splitlines() would also split inside text at U+2028.
+            rows = [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
+            return [_ordered(row) for row in rows]
+        if fmt == "csv":
+            # Cells hold whole answers and JSON lists; the default 128 KiB cell cap is too low.
+            csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
+            reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline=""))
+            _require_columns(reader.fieldnames or [])
+            cells = [{name: _from_csv_text(value) if isinstance(value, str) else value for name, value in row.items()}
+                     for row in reader]
+        else:
+            table = pq.read_table(pa.BufferReader(data))
+            _require_columns(table.column_names)
+            cells = table.to_pylist()
+        return [{name: _from_cell(kind, row[name]) for name, kind in FIELDS.items()} for row in cells]
+    except (ValueError, pa.ArrowException) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"not a readable {fmt} export: {exc}") from exc
+
+
+def _require_columns(columns: Sequence[str]) -> None:
+    missing = [name for name in FIELDS if name not in columns]
+    if missing:
+        raise InputError(f"not a workbench export: missing columns {', '.join(missing)}")
+
+
+def _ordered(row: dict[str, Any]) -> dict[str, Any]:
+    _require_columns(list(row))
+    return {name: row[name] for name in FIELDS}

@@ -1,0 +1,91 @@
+"""Weights profiles: how much each confidence component counts, and where the levels start.
+
+A profile is data (versioned and stored by services.scoring.profiles, edited on the Tuning
+page); services.scoring.confidence measures the components it weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from services.errors import InputError
+
+COMPONENTS = (
+    "top_score",
+    "score_gap",
+    "consensus",
+    "bm25_dense_agreement",
+    "low_spread",
+    "entity_support",
+    "low_diversity",
+)
+DEFAULT_WEIGHTS = {
+    "top_score": 0.30,
+    "score_gap": 0.20,
+    "consensus": 0.15,
+    "bm25_dense_agreement": 0.15,
+    "low_spread": 0.10,
+    "entity_support": 0.05,
+    "low_diversity": 0.05,
+}
+LEVELS = ("HIGH", "MEDIUM", "LOW", "VERY LOW")
+INTERPRETATIONS = {
+    "HIGH": "HIGH - Strong retrieval confidence",
+    "MEDIUM": "MEDIUM - Moderate confidence, review recommended",
+    "LOW": "LOW - Weak retrieval, mandatory review",
+    "VERY LOW": "VERY LOW - Poor retrieval, expert review required",
+}
+
+
+@dataclass(frozen=True)
+class WeightsProfile:
+    """Weights and level thresholds: data, versioned, editable on the Tuning page."""
+
+    name: str = "default"
+    version: int = 1
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    high: float = 0.85
+    medium: float = 0.70
+    low: float = 0.50
+
+    def __post_init__(self) -> None:
+        if set(self.weights) != set(COMPONENTS):
+            raise InputError(f"weights must name exactly these components: {', '.join(COMPONENTS)}")
+        if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
+            raise InputError("weights must be non-negative and not all zero")
+        if not 0 <= self.low <= self.medium <= self.high <= 1:
+            raise InputError("thresholds must satisfy 0 <= low <= medium <= high <= 1")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def weight_vector(self) -> np.ndarray:
+        """Weights in COMPONENTS order, normalized to sum to 1 (so totals stay in [0, 1])."""
+        vector = np.array([self.weights[c] for c in COMPONENTS], dtype=np.float64)
+        return vector / vector.sum()
+
+    def level(self, score: float) -> str:
+        if score >= self.high:
+            return "HIGH"
+        if score >= self.medium:
+            return "MEDIUM"
+        if score >= self.low:
+            return "LOW"
+        return "VERY LOW"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "weights": dict(self.weights),
+                "high": self.high, "medium": self.medium, "low": self.low}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WeightsProfile:
+        return cls(name=data["name"], version=int(data["version"]), weights=dict(data["weights"]),
+                   high=float(data["high"]), medium=float(data["medium"]), low=float(data["low"]))
+
+
+DEFAULT_PROFILE = WeightsProfile()
