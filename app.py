@@ -13,6 +13,7 @@ navigation = st.navigation({
     ],
     "Review": [
         st.Page("pages/review.py", title="Review queue", icon=":material/fact_check:"),
+        st.Page("pages/import_runs.py", title="Import runs", icon=":material/upload_file:"),
         st.Page("pages/export.py", title="Export", icon=":material/download:"),
     ],
     "Tune": [
@@ -20,7 +21,10 @@ navigation = st.navigation({
         st.Page("pages/routes.py", title="Router paths", icon=":material/alt_route:"),
         st.Page("pages/evaluate.py", title="Evaluate", icon=":material/analytics:"),
     ],
-    "Data": [st.Page("pages/corpus.py", title="Corpus", icon=":material/library_books:")],
+    "Data": [
+        st.Page("pages/corpus.py", title="Corpus", icon=":material/library_books:"),
+        st.Page("pages/documents.py", title="Document trends", icon=":material/trending_down:"),
+    ],
 })
 render_sidebar()
 navigation.run()

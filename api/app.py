@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from api.errors import http_error, validation_failed, workbench_error
 from api.limits import BodySizeLimit
 from api.routes import router
+from api.worker import AssessmentWorker
 from services.errors import WorkbenchError
 from services.intake.schema import ExternalRun
 from services.settings import Settings, get_settings
@@ -40,17 +41,26 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(get_engine, app.state.settings)
     except WorkbenchError as exc:
         _log.warning("the database is not reachable yet: %s", exc)
-    yield
+    worker: AssessmentWorker | None = app.state.worker
+    if worker is not None:
+        worker.start()
+    try:
+        yield
+    finally:
+        if worker is not None:
+            await run_in_threadpool(worker.stop)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The API for these settings (the store it writes to, its limits)."""
+def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
+    """The API for these settings (the store it writes to, its limits); with `assess`, a
+    background worker assesses pushed runs (api/worker.py)."""
     app = FastAPI(
         title="RAG Confidence Workbench API", version="1", description=DESCRIPTION, lifespan=_lifespan,
         openapi_tags=[{"name": "runs", "description": "Runs from your RAG system: push them, follow them."},
                       {"name": "service", "description": "Liveness and readiness."}],
     )
     app.state.settings = settings
+    app.state.worker = AssessmentWorker(settings) if assess else None
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_exception_handler(WorkbenchError, workbench_error)
@@ -63,6 +73,11 @@ def create_app(settings: Settings) -> FastAPI:
 def create_app_from_env() -> FastAPI:
     """The uvicorn factory (`workbench api`): settings from the environment and `.env`."""
     return create_app(get_settings())
+
+
+def create_app_without_worker() -> FastAPI:
+    """`workbench api --no-assess`: accept pushes only; `workbench intake process` assesses them."""
+    return create_app(get_settings(), assess=False)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

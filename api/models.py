@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.intake.schema import (
+    MAX_ANSWER_CHARS,
+    MAX_CONTEXTS,
+    MAX_QUESTION_CHARS,
+    ExternalContext,
+    RequiredText,
+    StorableText,
+)
 
 
 class AcceptedRun(BaseModel):
@@ -43,3 +53,61 @@ class HealthResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     detail: str = Field(description="What went wrong and what to do about it.")
+
+
+class AssessRequest(BaseModel):
+    """A question, the contexts your retriever found for it and, optionally, the answer: what
+    POST /assess scores without storing anything."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    question: RequiredText = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="The user's question.")
+    contexts: list[ExternalContext] = Field(default_factory=list, max_length=MAX_CONTEXTS,
+                                            description="The retrieved passages, best first.")
+    answer: StorableText = Field("", max_length=MAX_ANSWER_CHARS,
+                                 description="The answer to judge; leave it out to assess the retrieval alone.")
+
+
+class AssessResponse(BaseModel):
+    status: str = Field(description="The status a pushed run would get: auto_accepted, or pending (the review queue).")
+    final_confidence: float = Field(description="The retrieval confidence blended with the judges' verdicts, 0-1.")
+    final_level: str
+    retrieval_confidence: float
+    confidence: dict[str, Any] = Field(description="The seven-metric breakdown: components, contributions, raw "
+                                                   "metrics, recommendations.")
+    signals: dict[str, float] = Field(description="The blend's inputs.")
+    not_computed: dict[str, str] = Field(description="Components or inputs the contexts could not give, and why.")
+    scores: dict[str, str] = Field(description="Where each score came from: your record, or computed here.")
+    judges: bool
+    crag: dict[str, Any] | None = Field(description="CRAG's verdict on the contexts (null with judges off).")
+    reflection: dict[str, Any] | None = Field(description="Grounding of the answer in the contexts (null without "
+                                                          "an answer or with judges off).")
+    grade: dict[str, Any] | None = Field(description="Adequacy 1-5 with the gaps behind it.")
+    gaps: list[str]
+    errors: list[dict[str, str]] = Field(description="Judges that failed (the rest of the assessment stands).")
+    hits: list[dict[str, Any]] = Field(description="The contexts as scored hits, in your order.")
+    backend: str
+    model: str
+
+
+class ReviewedRunResponse(BaseModel):
+    intake_id: int
+    trace_id: str | None
+    source: str
+    run_id: int
+    status: str = Field(description="approved, flagged, corrected, or pending when it was sent back to review.")
+    verdict: str | None = Field(description="approved, flagged or corrected.")
+    corrected_answer: str | None = Field(description="The reviewer's corrected answer, when there is one.")
+    flag_reason: str | None
+    comment: str | None
+    reviewer: str | None
+    reviewed_at: datetime
+    review_version: int = Field(description="With run_id, identifies this review; a later review has a higher one.")
+    final_confidence: float
+    final_level: str
+
+
+class ReviewedRunsResponse(BaseModel):
+    runs: list[ReviewedRunResponse] = Field(description="Oldest review first. Pass the last reviewed_at back as "
+                                                        "reviewed_since for the next page; a review at exactly that "
+                                                        "instant comes again (drop it by run_id and review_version).")

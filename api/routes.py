@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from api.auth import presented_key
-from api.models import AcceptedRun, ErrorResponse, HealthResponse, PushResponse, RunStatusResponse
+from api.models import (
+    AcceptedRun,
+    AssessRequest,
+    AssessResponse,
+    ErrorResponse,
+    HealthResponse,
+    PushResponse,
+    ReviewedRunResponse,
+    ReviewedRunsResponse,
+    RunStatusResponse,
+)
 from services.errors import WorkbenchError
 from services.intake.api_keys import verify_api_key
+from services.intake.assess import assess_record, skip_judges
 from services.intake.intake import IntakeStatus, accept_records, count_queued, intake_status, intake_status_by_trace_id
 from services.intake.schema import ExternalRun
+from services.intake.verdicts import MAX_LIMIT, reviewed_since
 from services.settings import Settings
 from services.store import transaction
 
@@ -53,11 +67,16 @@ def health(settings: Settings = Depends(app_settings)) -> Any:
              summary="Push one run, or a batch, for assessment and review",
              responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."}})
 def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_key),
-              settings: Settings = Depends(app_settings)) -> PushResponse:
+              settings: Settings = Depends(app_settings),
+              judges: bool = Query(True, description="false: assess without CRAG, reflection and grading "
+                                                     "(the retrieval breakdown only; faster, never auto-accepted).")
+              ) -> PushResponse:
     """Send what your RAG system answered: one ExternalRun object, or a JSON array of them
     (up to API_MAX_BATCH). Each is stored and queued for assessment; the answer (202) gives
     every record's intake id in the order sent. A record whose trace_id was already sent
     is not stored again: its entry says `created: false` and points at the first one.
+    The assessment runs in the background, usually within seconds: follow it with GET
+    /runs/{intake_id}.
 
     A batch is all or nothing: if any record is invalid, the 422 names each bad field
     (`body.3.contexts.0.text`) and nothing is stored."""
@@ -65,6 +84,8 @@ def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_
         caller = verify_api_key(key, session=session)
         runs = _parse_runs(body, max_batch=settings.api_max_batch)
         accepted = accept_records(runs, source="api", api_key_id=caller.key_id, session=session)
+        if not judges:
+            skip_judges([a.intake_id for a in accepted if a.created], session=session)
     created = sum(a.created for a in accepted)
     return PushResponse(accepted=created, duplicates=len(accepted) - created,
                         runs=[AcceptedRun(intake_id=a.intake_id, trace_id=a.trace_id, created=a.created, status=a.status)
@@ -93,6 +114,42 @@ def run_status(intake_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="T
     with transaction(settings) as session:
         verify_api_key(key, session=session)
         return _status(intake_status(intake_id, session=session))
+
+
+@router.get("/runs", tags=["runs"], response_model=ReviewedRunsResponse,
+            summary="Pull verdicts: your runs reviewed since a time, with corrections",
+            responses=_AUTH_ERRORS)
+def reviewed_runs(reviewed_since_: Annotated[datetime, Query(alias="reviewed_since", description=(
+                      "ISO 8601; UTC when no offset is given. Runs whose latest review is at or after it."))],
+                  limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+                  key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings)
+                  ) -> ReviewedRunsResponse:
+    """The runs that came from other systems (pushed or imported) whose latest review is at
+    or after `reviewed_since`, oldest review first: each with its trace id, the verdict,
+    the corrected answer and flag reason, the reviewer and the review time."""
+    with transaction(settings) as session:
+        verify_api_key(key, session=session)
+        found = reviewed_since(reviewed_since_, limit=limit, session=session)
+    return ReviewedRunsResponse(runs=[ReviewedRunResponse(**asdict(r)) for r in found])
+
+
+@router.post("/assess", tags=["runs"], response_model=AssessResponse,
+             summary="Score a question, its contexts and an answer now, storing nothing",
+             responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."}})
+def assess(body: AssessRequest, key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings),
+           judges: bool = Query(True, description="false: the retrieval breakdown only (no CRAG, reflection, grading)."),
+           collection: str = Query("default", max_length=200,
+                                   description="Whose documents and BM25 statistics score contexts that carry "
+                                               "no retriever scores.")) -> AssessResponse:
+    """The assessment a pushed run gets, answered at once and not stored: the seven-metric
+    breakdown on the contexts you send (your retriever's scores where you send them, the
+    workbench's where not, and which components could not be computed), CRAG, reflection
+    and grading of the answer, the blended confidence, and the status the run would get."""
+    with transaction(settings) as session:
+        verify_api_key(key, session=session)
+        record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None)
+        assessment = assess_record(record, session=session, judges=judges, collection=collection, settings=settings)
+    return AssessResponse(**assessment.to_dict())
 
 
 def _parse_runs(body: Any, *, max_batch: int) -> list[ExternalRun]:

@@ -300,6 +300,7 @@ class RunIntake(Base):
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), nullable=True)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     status: Mapped[str] = mapped_column(Text, default="queued")
+    judges: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("true"))  # reflection, grading, CRAG
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
     assessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -212,6 +212,7 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     st.text(run.final_answer or "(no answer was produced)")
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
+    _render_origin(run)
     best = run.best()
     _render_breakdown(run, best)
     _render_sources(run, best)
@@ -225,8 +226,28 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
         st.caption("No review actions on this run yet.")
 
 
+def _render_origin(run: Run) -> None:
+    """Where a run from another system came from, and what its contexts could not give."""
+    assessment = run.config.get("assessment")
+    if not assessment:
+        return
+    judges = "on" if assessment.get("judges") else "off (no CRAG, reflection or grading)"
+    st.text(f"Source: {run.source} (another RAG system's answer) · trace id {assessment.get('trace_id') or '(none)'} "
+            f"· judges {judges}")
+    for name, why in (assessment.get("not_computed") or {}).items():
+        st.text(f"Not computed: {name}: {why}")
+
+
 def _render_sources(run: Run, best: Iteration | None) -> None:
     st.markdown("#### Sources")
+    if not run.citations and run.config.get("assessment") and best is not None and best.hits:
+        st.caption("The contexts the source system retrieved for this answer, in its order.")
+        with st.container(height=520):
+            for hit in best.hits:
+                with st.container(border=True):
+                    st.text(f"[{hit.rank}] {hit.external_id}")
+                    st.text(hit.text)
+        return
     if not run.citations:
         st.info("The answer cites no passages.")
         return

@@ -18,13 +18,13 @@ from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig, get_preset
 from services.answering.runs import Event, Iteration, Run, RunStatus, save_run
-from services.answering.stages import INSUFFICIENT, Plan, RunSetup, iterate
+from services.answering.stages import INSUFFICIENT, Plan, RunSetup, auto_accepts, iterate
 from services.errors import LLMError
 from services.retrieval.expansion import expansion_terms
 from services.retrieval.fallback import CollectionFallback
 from services.retrieval.search import clean_query
 from services.scoring import confidence as conf
-from services.scoring.crag import FallbackSource, RetrievalVerdict
+from services.scoring.crag import FallbackSource
 from services.settings import Settings, get_settings
 from services.store import transaction
 
@@ -99,9 +99,7 @@ def run(
 
     best = best_of(iterations)
     final_level = weights_profile.level(best.confidence)
-    reflection_ok = bool(best.reflection and best.reflection.reflection_score >= config.reflection_min_score)
-    crag_ok = bool(best.crag and best.crag.verdict == RetrievalVerdict.CORRECT)
-    auto = final_level == "HIGH" and crag_ok and reflection_ok and bool(best.answer)
+    auto = auto_accepts(best, level=final_level, config=config)
     status = RunStatus.AUTO_ACCEPTED if auto and not force_pending else RunStatus.PENDING
     note = INSUFFICIENT if not best.hits else ("" if best.answer else "no answer could be produced from the retrieved text")
     emit("adaptive_refinement_complete", f"Done after {len(iterations)} iteration(s): {status}",

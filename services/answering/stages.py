@@ -223,6 +223,14 @@ def decide(ctx: IterationContext, blended: float, result: RetrievalResult, judge
     return decision
 
 
+def auto_accepts(best: Iteration, *, level: str, config: FeatureConfig) -> bool:
+    """The one rule that lets a run skip the review queue (the pipeline's runs and assessed
+    imports alike): HIGH confidence, CRAG CORRECT, reflection approved, and an answer."""
+    reflection_ok = bool(best.reflection and best.reflection.reflection_score >= config.reflection_min_score)
+    crag_ok = bool(best.crag and best.crag.verdict == RetrievalVerdict.CORRECT)
+    return level == "HIGH" and crag_ok and reflection_ok and bool(best.answer)
+
+
 def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, verdict: CragVerdict | None,
                generation: Generation | None, judgement: Judgement, blended: float, signals: dict[str, float],
                decision: Decision) -> Iteration:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.intake.assess import skip_judges
 from services.intake.intake import accept_records
 from services.intake.readers import NumberedRun, RecordError, iter_records
 from services.intake.schema import ExternalRun
@@ -36,8 +37,9 @@ class ImportSummary:
 
 
 def import_file(source: Path | bytes, *, fmt: str | None = None, settings: Settings | None = None,
-                batch_records: int = BATCH_RECORDS) -> ImportSummary:
-    """Validate every record of a JSONL, CSV or Parquet file and queue the good ones."""
+                batch_records: int = BATCH_RECORDS, judges: bool = True) -> ImportSummary:
+    """Validate every record of a JSONL, CSV or Parquet file and queue the good ones, to be
+    assessed with the judges on or (`judges=False`) off."""
     accepted = duplicates = error_count = 0
     errors: list[RecordError] = []
     intake_ids: list[int] = []
@@ -45,12 +47,16 @@ def import_file(source: Path | bytes, *, fmt: str | None = None, settings: Setti
 
     def flush() -> None:
         nonlocal accepted, duplicates
+        created = []
         for outcome in accept_records(batch, source="import", session=session):
             if outcome.created:
-                accepted += 1
-                intake_ids.append(outcome.intake_id)
+                created.append(outcome.intake_id)
             else:
                 duplicates += 1
+        if not judges:
+            skip_judges(created, session=session)
+        accepted += len(created)
+        intake_ids.extend(created)
         batch.clear()
 
     with transaction(settings) as session:

@@ -37,6 +37,9 @@ FIELDS: dict[str, str] = {
     "status": "text", "verdict": "text?", "reviewer": "text?", "flag_reason": "text?", "review_comment": "text?",
     "review_version": "int", "review_history": "json",
     "preset": "text", "backend": "text", "model": "text", "collection": "text", "source": "text",
+    # Runs from other systems (source import or api): their trace id and the metadata they
+    # came with (app, model, user, timestamp, extra); None for the workbench's own runs.
+    "trace_id": "text?", "external": "json",
 }
 _CITATION_KEYS = ("marker", "chunk_id", "document_id", "external_id", "quote")
 
@@ -101,7 +104,7 @@ _RUNS_SQL = """
 SELECT id, query, final_answer, corrected_answer, citations, components, retrieval_confidence, final_confidence,
        final_level, weights_profile, weights_profile_id, route, crag_verdict, reflection_score, grade, status,
        reviewer, flag_reason, review_comment, review_version, preset, backend, model, collection, source,
-       created_at, reviewed_at
+       created_at, reviewed_at, trace_id, external
 FROM runs
 WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:verdict AS text) IS NULL OR status = :verdict)
@@ -189,4 +192,5 @@ def _record(r: Any, iterations: list[Any], history: list[Any], calibrated: float
                             "new_status": h.new_status, "flag_reason": h.flag_reason,
                             "corrected_answer": h.corrected_answer} for h in history],
         "preset": r.preset, "backend": r.backend, "model": r.model, "collection": r.collection, "source": r.source,
+        "trace_id": r.trace_id, "external": r.external,
     }

@@ -1,8 +1,9 @@
 """Write export records as CSV, JSONL or Parquet, atomically, and read any of the three back.
 
-Lists and dicts (citations, components, route, iterations, review history) are JSON strings
-in CSV and Parquet cells -- simple, lossless, and readable by any tool -- and plain JSON in
-JSONL. `read_export` turns any of the three back into the records `export_records` returned.
+Lists and dicts (citations, components, route, iterations, review history, the metadata of
+runs from other systems) are JSON strings in CSV and Parquet cells -- simple, lossless, and
+readable by any tool -- and plain JSON in JSONL. `read_export` turns any of the three back
+into the records `export_records` returned.
 """
 
 from __future__ import annotations

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import text
 
 from api.app import create_app
 from services.intake.api_keys import create_api_key, revoke_api_key
 from services.store import transaction
+from tests.api._server import serving
 
 MAX_BODY = 50_000
 RUN = {"question": "How do I clear SRVO-062?", "answer": "Replace the pulsecoder battery, then remaster [1].",
@@ -25,26 +22,13 @@ RUN = {"question": "How do I clear SRVO-062?", "answer": "Replace the pulsecoder
        "metadata": {"app": "support-bot", "model": "gpt-x", "timestamp": "2026-05-01T12:00:00Z", "extra": {"latency_ms": 840}}}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def base_url(engine, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
     api_settings = settings.model_copy(update={"api_max_body_bytes": MAX_BODY, "api_max_batch": 5})
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(api_settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    # No assessment worker: these tests see pushed records while they are still queued
+    # (test_api_assessment.py runs the worker).
+    with serving(create_app(api_settings, assess=False)) as url:
+        yield url
 
 
 @pytest.fixture()

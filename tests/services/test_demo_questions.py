@@ -11,7 +11,6 @@ import pytest
 
 import services
 from services.answering import pipeline
-from services.answering.decisions import REFLECTION_MIN_SCORE
 from services.answering.llm import _lexical as lex
 from services.answering.llm._contradiction import contradiction
 from services.answering.llm._sentences import answer_sentences
@@ -66,9 +65,13 @@ def test_no_answer_to_an_answerable_question_is_hard_contradicted(runs, query_id
 
 
 def test_q06_is_not_read_as_a_negated_question_that_its_answer_contradicts(runs) -> None:  # type: ignore[no-untyped-def]
-    # "without getting false alarms" is a condition on the procedure, not a negated question.
-    run = runs["q06"]
-    assert run.reflection_score is not None and run.reflection_score >= REFLECTION_MIN_SCORE
+    # "without getting false alarms" is a condition on the procedure, not a negated question:
+    # at most a soft flag, never the cap that used to hold every iteration at 0.4.
+    run, query = runs["q06"], QUESTIONS["q06"]["text"]
+    for iteration in run.iterations:
+        found = contradiction(query, lex.query_terms(query), answer_sentences(iteration.answer))
+        assert found is None or found.kind == "without_condition"
+    assert run.reflection_score is not None and run.reflection_score > CONTRADICTION_CAP
     assert {c.external_id for c in run.citations} & RELEVANT["q06"]
 
 
@@ -95,7 +98,7 @@ HANDBOOK_ANSWERS = [
      "Only if flattening is not possible, increase $INTP_CFG.$MAX_CALL_DEPTH (up to 32) and perform a cold start.",
      "swapped_number"),
     ("Can the robot run in AUTO without the teach pendant connected?",
-     "Yes, with the bypass plug KR-P-0510 fitted in the pendant connector.", "negated_question"),
+     "Yes, with the bypass plug KR-P-0510 fitted in the pendant connector.", "without_condition"),
 ]
 
 

@@ -296,29 +296,46 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
 
 def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
     from services.answering.llm import _lexical as lex
+    from services.answering.llm._contradiction import contradiction
 
     query = "Which axes did the controller not calibrate?"
     terms = lex.query_terms(query)
     negated, positive = "The controller did not calibrate axes J5 and J6.", "The controller calibrated axes J1 to J6."
-    assert lex.contradiction(query, terms, [negated]) is None
-    assert "negated" in (lex.contradiction(query, terms, [positive]) or "")
+    assert contradiction(query, terms, [negated]) is None
+    found = contradiction(query, terms, [positive])
+    assert found is not None and found.kind == "negated_question" and "negated" in found.reason
     # A negation in some other sentence of the answer does not turn the matching one around.
-    assert lex.contradiction(query, terms, [positive, "Grease is not needed."]) is not None
+    assert contradiction(query, terms, [positive, "Grease is not needed."]) is not None
     asked_positive = "Which axes did the controller calibrate?"
-    assert lex.contradiction(asked_positive, lex.query_terms(asked_positive), [positive]) is None
+    assert contradiction(asked_positive, lex.query_terms(asked_positive), [positive]) is None
+
+
+def test_without_asks_for_a_condition_and_is_a_kind_of_its_own() -> None:
+    from services.answering.llm import _lexical as lex
+    from services.answering.llm._contradiction import contradiction
+
+    # Issue 19, demo q06: "without false alarms" is a condition on the procedure.
+    query = "How do I make collision detection more sensitive without getting false SRVO-045 alarms?"
+    found = contradiction(query, lex.query_terms(query), ["SRVO-045 false collision alarms are typical."])
+    assert found is not None and found.kind == "without_condition" and not found.hard
+    both = "Which axes can not be mastered without a fixture?"
+    found = contradiction(both, lex.query_terms(both), ["Axes J1 to J6 can be mastered with a fixture."])
+    assert found is not None and found.kind == "negated_question" and found.hard
 
 
 def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contradiction() -> None:
     from services.answering.llm import _lexical as lex
+    from services.answering.llm._contradiction import contradiction
 
     query = "Which axis has the lowest payload rating?"
     terms = lex.query_terms(query)
     highest = "Axis J6 has the highest payload rating of the arm."
-    reason = lex.contradiction(query, terms, [highest]) or ""
-    assert "'lowest'" in reason and "'highest'" in reason
-    assert lex.contradiction(query, terms, ["Axis J1 has the lowest payload rating of the arm."]) is None
+    found = contradiction(query, terms, [highest])
+    assert found is not None and (found.kind, found.asked, found.said) == ("opposite_word", "lowest", "highest")
+    assert "'lowest'" in found.reason and "'highest'" in found.reason
+    assert contradiction(query, terms, ["Axis J1 has the lowest payload rating of the arm."]) is None
     # Only the sentence that matches the question best decides.
-    assert lex.contradiction(query, terms, ["Axis J1 has the lowest payload rating.", "Its highest speed is 2 m/s."]) is None
+    assert contradiction(query, terms, ["Axis J1 has the lowest payload rating.", "Its highest speed is 2 m/s."]) is None
 
 
 def test_opposite_words_are_read_only_where_written_in_lower_case() -> None:
@@ -414,12 +431,13 @@ def test_a_negating_prefix_turns_a_word_around() -> None:
 
 def test_unable_negates_a_question() -> None:
     from services.answering.llm import _lexical as lex
+    from services.answering.llm._contradiction import contradiction
 
     query = "Which cells are unable to remember pathogens?"
     terms = lex.query_terms(query)
     assert any(t.negation for t in terms)
-    assert lex.contradiction(query, terms, ["Memory cells remember each pathogen."]) is not None
-    assert lex.contradiction(query, terms, ["Naive cells cannot remember pathogens."]) is None
+    assert contradiction(query, terms, ["Memory cells remember each pathogen."]) is not None
+    assert contradiction(query, terms, ["Naive cells cannot remember pathogens."]) is None
 
 
 def test_a_question_naming_both_ways_is_not_negated() -> None:
@@ -433,24 +451,52 @@ def test_a_question_naming_both_ways_is_not_negated() -> None:
 SWAP = "The controller calibrated axes J1 to J4 after the battery swap. [1]"
 RETIRED = "The R-30 controller was retired in 2004 after a recall. [1]"
 KILLER = "Killer T cells recognize infected cells. [1]"
+CHECK = "The brake check runs every 6 months on each axis. [1]"
+BOILER = "A safety plug sits in the top of a boiler. [1]"
+
+
+def _judge_both(backend, answer: str, asked: str, contradicting: str):  # type: ignore[no-untyped-def]
+    chunks = hits([re.sub(r" \[1\]$", " Axes J5 and J6 were skipped.", answer)])
+    return backend.reflect(asked, answer, chunks), backend.reflect(contradicting, answer, chunks)
 
 
 @pytest.mark.parametrize(("answer", "asked", "contradicting", "named"), [
     (SWAP, "Which axes did the controller calibrate after the battery swap?",
      "Which axes did the controller not calibrate after the battery swap?", ("negated", "opposite")),
-    (SWAP, "Which axes did the controller calibrate after the battery swap?",
-     "Which axes did the controller calibrate before the battery swap?", ("'before'", "'after'")),
     (RETIRED, "Why was the R-30 controller retired in 2004?", "Why was the R-30 controller retired in 2014?",
      ("'2014'", "'2004'")),
     (KILLER, "What do killer T cells recognize?", "What do killer B cells recognize?", ("'B'", "'T'")),
 ])
-def test_an_answer_contradicting_the_question_is_neither_approved_nor_graded_well(  # type: ignore[no-untyped-def]
+def test_an_answer_contradicting_the_question_by_a_rule_that_holds_is_neither_approved_nor_graded_well(  # type: ignore[no-untyped-def]
         backend, answer: str, asked: str, contradicting: str, named: tuple[str, ...]) -> None:
-    chunks = hits([re.sub(r" \[1\]$", " Axes J5 and J6 were skipped.", answer)])
-    straight, contradicted = backend.reflect(asked, answer, chunks), backend.reflect(contradicting, answer, chunks)
+    straight, contradicted = _judge_both(backend, answer, asked, contradicting)
     assert contradicted.reflection_score <= 0.4 < straight.reflection_score
     assert contradicted.needs_regeneration and all(word in contradicted.reflection_reason for word in named)
     assert backend.grade(contradicting, answer).score <= 2 < backend.grade(asked, answer).score
+
+
+@pytest.mark.parametrize(("answer", "asked", "contradicting", "named"), [
+    (SWAP, "Which axes did the controller calibrate after the battery swap?",
+     "Which axes did the controller calibrate before the battery swap?", ("'before'", "'after'")),
+    (CHECK, "Which brake check runs every six months?", "Which brake check runs every three months?", ("'3'", "'6'")),
+    (BOILER, "What sits in the top of a boiler?", "What sits in the top of a driver?", ("'driver'", "'boiler'")),
+])
+def test_an_answer_contradicting_the_question_by_a_soft_rule_loses_a_bounded_penalty(  # type: ignore[no-untyped-def]
+        backend, answer: str, asked: str, contradicting: str, named: tuple[str, ...]) -> None:
+    from services.answering.llm.offline import CONTRADICTION_CAP
+
+    straight, contradicted = _judge_both(backend, answer, asked, contradicting)
+    assert CONTRADICTION_CAP < contradicted.reflection_score < straight.reflection_score
+    assert all(word in contradicted.reflection_reason for word in named) and ": it may " in contradicted.reflection_reason
+    assert backend.grade(contradicting, answer).score > 2  # a soft flag does not cap the grade
+
+
+def test_rule_kinds_are_hard_only_where_they_held_on_both_corpora() -> None:
+    from services.answering.llm._contradiction import RULES
+
+    hard = {kind for kind, rule in RULES.items() if rule.hard}
+    assert hard == {"negated_question", "negating_prefix", "swapped_year", "swapped_ordinal", "substituted_name"}
+    assert all(rule.evidence.demo_right == 0 for rule in RULES.values() if rule.hard)
 
 
 def test_words_naming_the_kind_of_answer_wanted_are_not_terms_an_answer_must_repeat() -> None:

@@ -20,7 +20,7 @@ from services.retrieval.entities import extract_entities, mentions
 from services.retrieval.text import STOPWORDS, tokenize
 
 __all__ = ["PHRASING", "Segment", "Term", "clean", "containment", "coverage", "covers", "decompose", "facts",
-           "is_negated", "missing", "query_terms", "quoted_list", "segment_chunk", "stems"]
+           "is_negated", "missing", "negations", "query_terms", "quoted_list", "segment_chunk", "stems"]
 
 # Words a question is phrased with rather than about: an answer need not repeat them. The
 # second group names the kind of answer wanted ("What type of", "In what year", "the name
@@ -64,6 +64,12 @@ def is_negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
+def negations(text: str) -> frozenset[str]:
+    """The negation words of a text, lower case ("n't" for a contracted one), leaving out
+    those of a phrase naming both ways ("whether or not")."""
+    return frozenset(m.lower().replace("’", "'") for m in _NEGATION.findall(_BOTH_WAYS.sub(" ", text)))
+
+
 def query_terms(query: str) -> tuple[Term, ...]:
     """Entities, then remaining content words, of a query; question phrasing left out."""
     terms: list[Term] = []
@@ -87,7 +93,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
         if stem and stem[0] not in seen:
             seen.add(stem[0])
             terms.append(Term(word, (stem[0],), False))
-    if _NEGATION.search(_BOTH_WAYS.sub(" ", query)):
+    if negations(query):
         terms.append(Term("not", (), False, negation=True))
     return tuple(terms)
 

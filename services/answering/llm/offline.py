@@ -71,8 +71,12 @@ HALLUCINATION_CAP = 0.75
 # unsupported claim and grades "poor".
 CONTRADICTION_CAP = UNSUPPORTED
 CONTRADICTION_GRADE_CAP = 2
-# Where the rule also flags right answers on the handbook, the contradiction is a soft signal:
-# the reflection loses this much and the grade nothing. SOFT_PENALTY_PLACEHOLDER
+# Where the rule also flags right answers (on the handbook, or too many answerable SQuAD
+# questions), the contradiction is a soft signal: the reflection loses this much, the grade
+# nothing. The median right handbook answer reflects at 0.90 (bench/contradictions.py,
+# right_reflection), so a soft flag alone leaves it at the review threshold
+# (REFLECTION_MIN_SCORE, 0.8), still approved; a larger penalty would queue typical right
+# answers for review on the flag alone.
 SOFT_CONTRADICTION_PENALTY = 0.1
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7

@@ -53,3 +53,18 @@ def test_0006_adds_the_intake_and_removes_it_again(scratch_engine: Engine) -> No
     assert "trace_id" not in {c["name"] for c in inspect(scratch_engine).get_columns("runs")}
     _migrate(scratch_engine, "head")
     assert "run_intake" in inspect(scratch_engine).get_table_names()
+
+
+def test_0007_keeps_the_judges_choice_and_queued_records_keep_their_judges(scratch_engine: Engine) -> None:
+    _migrate(scratch_engine, "0006")
+    with scratch_engine.begin() as conn:
+        conn.execute(text("INSERT INTO run_intake (trace_id, payload, source) VALUES ('before', '{}', 'api')"))
+    _migrate(scratch_engine, "0007")
+    with scratch_engine.begin() as conn:
+        conn.execute(text("INSERT INTO run_intake (trace_id, payload, source, judges) VALUES ('after', '{}', 'api', false)"))
+        assert conn.execute(text("SELECT trace_id, judges FROM run_intake ORDER BY id")).all() == [
+            ("before", True), ("after", False)]  # records queued before 0007 were pushed with the judges on
+    _migrate(scratch_engine, "0006", down=True)
+    assert "judges" not in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}
+    _migrate(scratch_engine, "head")
+    assert "judges" in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}

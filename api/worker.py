@@ -1,0 +1,81 @@
+"""The API's assessment worker: a background thread that drains the intake queue, so POST
+/runs stays a fast insert and pushed runs still reach the review queue within seconds.
+
+It checks the queue about once a second while it is empty and drains it when it is not,
+a few records per round so that a shutdown waits for at most those. Any number of workers
+(API processes, `workbench intake process`) can run at once: claiming skips rows another
+has locked. A failure of the store is logged and retried on the next round.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from services.answering.llm.backends import backend_for
+from services.answering.llm.base import AnswerBackend
+from services.intake.assess import ProcessSummary, process_queue
+from services.settings import Settings
+
+_log = logging.getLogger("workbench.api.worker")
+POLL_SECONDS = 1.0
+RECORDS_PER_ROUND = 5
+# The worker runs at the lowest CPU priority: accepting pushes is what clients wait for, and
+# on a busy machine the assessment takes only the time the API and the store leave over.
+WORKER_NICENESS = 19
+
+
+class AssessmentWorker:
+    def __init__(self, settings: Settings, *, poll_seconds: float = POLL_SECONDS,
+                 backend_factory: Callable[[Settings], AnswerBackend] = backend_for) -> None:
+        self._settings = settings
+        self._poll_seconds = poll_seconds
+        self._backend_factory = backend_factory
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0  # for tests and logs: how many times the queue was looked at
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="workbench-assessment", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ask the thread to stop after the record it is on, and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                _log.warning("the assessment worker did not stop within %.0f s; leaving it to exit with the process",
+                             timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        _lower_priority()
+        backend: AnswerBackend | None = None
+        while not self._stop.is_set():
+            self.rounds += 1
+            summary = ProcessSummary(0, 0, 0)
+            try:
+                backend = backend or self._backend_factory(self._settings)
+                summary = process_queue(limit=RECORDS_PER_ROUND, settings=self._settings, backend=backend)
+            except Exception:  # the store is down, or a bug: log it, keep the API up, try again
+                _log.exception("assessing queued runs failed; retrying in %.0f s", self._poll_seconds)
+            if summary.assessed or summary.failed:
+                _log.info("assessed %d, failed %d, %d still queued", summary.assessed, summary.failed, summary.remaining)
+            if summary.remaining == 0 or not (summary.assessed or summary.failed):
+                self._stop.wait(self._poll_seconds)
+
+
+def _lower_priority() -> None:
+    # Linux schedules threads individually: this lowers only the calling thread (and the
+    # threads it starts later, such as the encoder's pool, which inherit it).
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+    except (OSError, AttributeError):  # not Linux, or not permitted: run at normal priority
+        pass

@@ -1,0 +1,67 @@
+"""Document figures: the documents to fix first, and one document's confidence week by week."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from services.review.documents import DocumentTrend
+
+FIX_FIRST_TOP = 15
+# One colour per segment, matching the review statuses' palette (services/charts/review.py).
+SEGMENTS = (("flagged", "Flagged by a reviewer", "#d1242f"),
+            ("low", "Low confidence, not flagged", "#bf8700"),
+            ("ok", "Neither", "#8c959f"))
+CONFIDENCE_COLOR = "#0969da"
+RUNS_COLOR = "#8c959f"
+
+
+def fix_first_figure(trends: Sequence[DocumentTrend], *, top: int = FIX_FIRST_TOP) -> go.Figure:
+    """Horizontal stacked bars for the first `top` documents in fix-first order (the first on top):
+    each document's runs split into flagged, low-confidence-but-not-flagged, and the rest."""
+    shown = list(trends[:top])[::-1]  # plotly draws the first category at the bottom
+    labels = [document_label(t) for t in shown]
+    counts = {"flagged": [t.flagged for t in shown], "low": [t.low_not_flagged for t in shown],
+              "ok": [t.runs - t.troubled for t in shown]}
+    fig = go.Figure()
+    for key, name, color in SEGMENTS:
+        fig.add_trace(go.Bar(
+            name=name, y=labels, x=counts[key], orientation="h", marker_color=color,
+            hovertemplate=f"%{{y}}<br>{name}: %{{x}} runs<extra></extra>",
+        ))
+    fig.update_layout(
+        title="Documents to fix first", barmode="stack", height=max(260, 60 + 28 * len(shown)),
+        margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2),
+        xaxis=dict(title="runs that retrieved or cited the document", rangemode="tozero"),
+        yaxis=dict(title="document", type="category"),
+    )
+    return fig
+
+
+def document_trend_figure(trend: DocumentTrend) -> go.Figure:
+    """One document per week: the mean final confidence of its runs (line, left axis) and how
+    many runs it appeared in (bars, right axis)."""
+    weeks = [point.week for point in trend.weeks]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        name="runs", x=weeks, y=[point.runs for point in trend.weeks], yaxis="y2", marker_color=RUNS_COLOR,
+        opacity=0.45, hovertemplate="week of %{x|%Y-%m-%d}: %{y} runs<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        name="mean confidence", x=weeks, y=[point.mean_confidence for point in trend.weeks], mode="lines+markers",
+        line=dict(color=CONFIDENCE_COLOR), hovertemplate="week of %{x|%Y-%m-%d}: %{y:.3f}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=f"{document_label(trend)}: confidence per week", height=340, margin=dict(l=10, r=10, t=40, b=10),
+        legend=dict(orientation="h", y=-0.25),
+        xaxis=dict(title="week (Monday, UTC)", type="date"),
+        yaxis=dict(title="mean final confidence", range=[0, 1.05]),
+        yaxis2=dict(title="runs", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+    )
+    return fig
+
+
+def document_label(trend: DocumentTrend) -> str:
+    """The id, prefixed by its collection outside the default one (the same id may be in both)."""
+    return trend.external_id if trend.collection == "default" else f"{trend.collection} / {trend.external_id}"

@@ -1,0 +1,204 @@
+"""Assess answers the workbench did not produce, on the contexts they came with, and drain
+the intake queue into stored runs.
+
+No re-retrieval and no regeneration: a record's contexts become hits (context_scores.py),
+or chunks of the corpus are scored as the search scores them (chunk_scores.py); the
+pipeline's stages then judge and blend (assessment.py).
+
+`process_queue` stores each queued record in one transaction: the claim (a row lock,
+services.intake.intake.next_queued), the run with its trace id, and the intake row marked
+assessed commit together. A record whose assessment fails is marked failed with the reason
+in that same transaction (a savepoint undoes whatever of it was written) and the next one
+goes on; a store that goes away stops the drain with the record still queued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from services.answering.llm.backends import backend_for
+from services.answering.llm.base import AnswerBackend
+from services.answering.runs import Run, save_run
+from services.errors import DatabaseRefusedError, DatabaseUnavailableError, WorkbenchError
+from services.intake.assessment import ASSESS_PRESET, ASSESSED_REASON, Assessment, Events, assess_hits
+from services.intake.chunk_scores import score_chunks
+from services.intake.context_scores import score_contexts
+from services.intake.intake import QueuedRecord, count_queued, mark_assessed, mark_failed, next_queued
+from services.intake.schema import ExternalRun
+from services.retrieval.search import clean_query, default_params
+from services.scoring.profiles import ScoringProfile, active_profile
+from services.settings import Settings, get_settings
+from services.store import transaction
+
+_log = logging.getLogger("workbench.intake")
+MAX_REASON_CHARS = 2_000
+# A store that is down or aborted the statement says nothing about the record: it stays queued.
+_STORE_ERRORS = (OperationalError, DatabaseUnavailableError, DatabaseRefusedError)
+
+ProgressCallback = Callable[[int, int], None]  # (records done, records to do as known so far)
+
+
+def assess_record(record: ExternalRun, *, session: Session, judges: bool = True, collection: str = "default",
+                  backend: AnswerBackend | None = None, profile: ScoringProfile | None = None,
+                  settings: Settings | None = None) -> Assessment:
+    """Assess a record's answer on its own contexts (reads corpus statistics in `session`)."""
+    settings = settings or get_settings()
+    query = clean_query(record.question, max_chars=settings.max_query_chars)
+    events = Events()
+    events("assessment_start", f"Assessing an imported answer on its {len(record.contexts)} contexts",
+           contexts=len(record.contexts), judges=judges)
+    scored = score_contexts(query, record.contexts, collection=collection, settings=settings, session=session,
+                            need_vectors=judges)
+    return assess_hits(query, record.answer, scored.result, scored.vectors, judges=judges, collection=collection,
+                       backend=backend, profile=profile or active_profile(session=session), settings=settings,
+                       events=events, scores=scored.scores, not_computed=scored.not_computed)
+
+
+def assess_chunks(query: str, chunk_ids: Sequence[int], *, collection: str = "default", answer: str = "",
+                  judges: bool = True, mode: str = "hybrid", depth: int | None = None,
+                  backend: AnswerBackend | None = None, profile: ScoringProfile | None = None,
+                  settings: Settings | None = None, session: Session | None = None) -> Assessment:
+    """Seed 003's "assess confidence for given chunks": chunks already in the corpus, scored
+    against `query` as the search scores them, and their breakdown; with an `answer`, also
+    the judges' verdicts on it. Nothing is stored."""
+    settings = settings or get_settings()
+    if session is None:
+        with transaction(settings) as own:
+            return assess_chunks(query, chunk_ids, collection=collection, answer=answer, judges=judges, mode=mode,
+                                 depth=depth, backend=backend, profile=profile, settings=settings, session=own)
+    events = Events()
+    events("assessment_start", f"Assessing {len(chunk_ids)} chunks of {collection!r}", chunk_ids=list(chunk_ids))
+    params = default_params(settings, mode=mode, collection=collection, depth=depth)
+    scored = score_chunks(query, chunk_ids, params, session=session, settings=settings)
+    return assess_hits(scored.result.query, answer, scored.result, scored.vectors, judges=judges,
+                       collection=collection, backend=backend, profile=profile or active_profile(session=session),
+                       settings=settings, events=events, scores={}, not_computed={})
+
+
+def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, collection: str,
+                 intake_id: int | None = None) -> Run:
+    """The assessed record as a run the Review page, exports, calibration and tuning treat like
+    any other (not stored here: process_queue stores it with its trace id)."""
+    it, weights = assessment.iteration, assessment.profile.weights
+    if not it.hits:
+        note = "the record came with no contexts: the answer could not be checked against any source"
+    elif not record.answer:
+        note = "the source system gave no answer (it abstained)"
+    else:
+        note = ASSESSED_REASON
+    return Run(
+        query=assessment.query, preset=ASSESS_PRESET, collection=collection, source=source,
+        backend=assessment.backend, model=assessment.model, status=assessment.status, final_answer=record.answer,
+        citations=(), final_confidence=it.confidence, final_level=assessment.final_level,
+        retrieval_confidence=it.retrieval_confidence, components=it.components,
+        reflection_score=it.reflection.reflection_score if it.reflection else None,
+        grade=it.grade.score if it.grade else None, crag_verdict=it.crag.verdict if it.crag else None,
+        signals=it.signals, route=(it.decision,), best_iteration=it.ordinal, weights_profile=weights.label,
+        weights_profile_id=assessment.profile.profile_id,
+        config={"preset": ASSESS_PRESET, **assessment.config.to_dict(), "profile": weights.to_dict(),
+                "force_pending": False, "requested_by": "",
+                "assessment": {"source": source, "intake_id": intake_id, "trace_id": record.trace_id,
+                               "judges": assessment.judges, "contexts": len(record.contexts),
+                               "scores": assessment.scores, "not_computed": assessment.not_computed}},
+        outcome_note=note, latency_ms=assessment.events[-1].elapsed_ms, iterations=(it,), events=assessment.events,
+    )
+
+
+# --- the queue -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessSummary:
+    assessed: int
+    failed: int
+    remaining: int  # still queued when the drain ended (others may be pushing meanwhile)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"assessed": self.assessed, "failed": self.failed, "remaining": self.remaining}
+
+
+def process_queue(*, limit: int | None = None, judges: bool = True, on_progress: ProgressCallback | None = None,
+                  settings: Settings | None = None, backend: AnswerBackend | None = None,
+                  collection: str = "default") -> ProcessSummary:
+    """Assess queued records, oldest first, until the queue is empty or `limit` are done.
+
+    Each record is judged as it was pushed or imported with (the intake row's `judges`);
+    `judges=False` turns the judges off for every record of this drain. Known documents and
+    BM25 statistics come from `collection`.
+    """
+    settings = settings or get_settings()
+    backend = backend or backend_for(settings)
+    with transaction(settings) as session:
+        profile = active_profile(session=session)
+        total = count_queued(session=session)
+    total = min(total, limit) if limit is not None else total
+    assessed = failed = 0
+    queued_when_empty = None
+    while limit is None or assessed + failed < limit:
+        with transaction(settings) as session:
+            claimed = next_queued(1, session=session)
+            ok = bool(claimed) and _assess_one(claimed[0], judges=judges, collection=collection, backend=backend,
+                                               profile=profile, settings=settings, session=session)
+            queued = None if claimed else count_queued(session=session)
+        if queued is not None:
+            # Nothing claimable: the queue is empty, its rows are claimed by another worker,
+            # or the row just claimed no longer validated (next_queued marks it failed). Only
+            # that last case shrinks the queue, and only then is it worth claiming again.
+            if queued == 0 or queued == queued_when_empty:
+                break
+            queued_when_empty = queued
+            continue
+        assessed, failed = assessed + ok, failed + (not ok)
+        if on_progress is not None:
+            on_progress(assessed + failed, max(total, assessed + failed))
+    with transaction(settings) as session:
+        remaining = count_queued(session=session)
+    return ProcessSummary(assessed, failed, remaining)
+
+
+def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend: AnswerBackend,
+                profile: ScoringProfile, settings: Settings, session: Session) -> bool:
+    """Assess and store one claimed record in the claiming transaction; False when it failed."""
+    try:
+        with session.begin_nested():
+            wanted = judges and _judges_wanted(record.intake_id, session)
+            assessment = assess_record(record.run, session=session, judges=wanted, collection=collection,
+                                       backend=backend, profile=profile, settings=settings)
+            run = imported_run(assessment, record.run, source=record.source, collection=collection,
+                               intake_id=record.intake_id)
+            run_id = save_run(run, session=session)
+            session.execute(_SET_EXTERNAL, {"id": run_id, "trace_id": record.trace_id,
+                                            "external": json.dumps(record.run.metadata.model_dump(mode="json",
+                                                                                                  exclude_none=True))})
+            mark_assessed(record.intake_id, run_id=run_id, session=session)
+        return True
+    except _STORE_ERRORS:
+        raise
+    except Exception as exc:  # any other failure is this record's: say why and go on
+        if not isinstance(exc, WorkbenchError):
+            _log.exception("assessing intake record %s failed", record.intake_id)
+        reason = str(exc) if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
+        mark_failed(record.intake_id, f"assessment failed: {reason}"[:MAX_REASON_CHARS], session=session)
+        return False
+
+
+_SET_EXTERNAL = text("UPDATE runs SET trace_id = :trace_id, external = CAST(:external AS jsonb) WHERE id = :id")
+_JUDGES = text("SELECT judges FROM run_intake WHERE id = :id")
+_SKIP_JUDGES = text("UPDATE run_intake SET judges = false WHERE id = ANY(:ids) AND status = 'queued'")
+
+
+def _judges_wanted(intake_id: int, session: Session) -> bool:
+    return bool(session.execute(_JUDGES, {"id": intake_id}).scalar_one())
+
+
+def skip_judges(intake_ids: Sequence[int], *, session: Session) -> None:
+    """Record that these queued records are to be assessed without judges (no CRAG,
+    reflection or grading): POST /runs?judges=false, `workbench import --no-judges`."""
+    if intake_ids:
+        session.execute(_SKIP_JUDGES, {"ids": list(intake_ids)})

@@ -1,0 +1,108 @@
+"""The Document trends page under AppTest on the real store: the fix-first table and chart when
+runs exist, the drill-down for one document, the empty state when there are none."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.services.test_documents import at, make_run, store
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():  # type: ignore[no-untyped-def]
+    st.cache_data.clear()
+
+
+@pytest.fixture()
+def documents_page(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module("pages.documents")
+
+
+@pytest.fixture()
+def three_runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """manual.md: in a flagged run and a LOW one; faq.md: in the LOW one and an approved HIGH one."""
+    return {
+        "flagged": store(make_run("Why does J2 drift?", hits=("manual.md",), cited=("manual.md",), confidence=0.55,
+                                  level="MEDIUM", status="flagged"), at(6)),
+        "low": store(make_run("How to remaster?", hits=("manual.md", "faq.md"), confidence=0.2, level="LOW",
+                              status="pending"), at(13)),
+        "fine": store(make_run("What is the payload?", hits=("faq.md",), cited=("faq.md",), confidence=0.9,
+                               level="HIGH", status="approved"), at(14)),
+    }
+
+
+def _open(at_: AppTest) -> AppTest:
+    at_.run()
+    at_.switch_page("pages/documents.py").run()
+    assert not at_.exception, at_.exception
+    assert at_.title[0].value == "Document trends"
+    return at_
+
+
+def _frame(at_: AppTest, first_column: str) -> pd.DataFrame:
+    (frame,) = [d.value for d in at_.dataframe if d.value.columns[0] == first_column]
+    return frame
+
+
+def _charts(at_: AppTest) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(chart.proto.spec) for chart in at_.get("plotly_chart")]
+
+
+def test_empty_store_says_what_fills_the_page(clean_db):  # type: ignore[no-untyped-def]
+    page = _open(AppTest.from_file(APP, default_timeout=60))
+    (info,) = page.info
+    assert info.value.startswith("No stored run has retrieved or cited a document yet.")
+    assert "Import runs page" in info.value
+    assert not page.dataframe and not page.get("plotly_chart")
+
+
+def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-untyped-def]
+    page = _open(AppTest.from_file(APP, default_timeout=60))
+    table = _frame(page, "document")
+    assert table["document"].tolist() == ["manual.md", "faq.md"]  # two troubled runs before one
+    manual = table.iloc[0]
+    assert (manual["runs"], manual["flagged"], manual["low confidence"]) == (2, 1, 1)
+    assert manual["troubled share"] == 1.0 and manual["mean confidence"] == pytest.approx(0.375)
+    assert (table.iloc[1]["runs"], table.iloc[1]["approved"], table.iloc[1]["troubled share"]) == (2, 1, 0.5)
+
+    bars, trend = _charts(page)
+    assert bars["layout"]["title"]["text"] == "Documents to fix first"
+    assert [t["name"] for t in bars["data"]] == ["Flagged by a reviewer", "Low confidence, not flagged", "Neither"]
+    assert bars["data"][0]["y"] == ["faq.md", "manual.md"] and bars["data"][0]["x"] == [0, 1]
+    assert trend["layout"]["title"]["text"] == "manual.md: confidence per week"  # the first document is selected
+
+    runs = _frame(page, "run id")
+    assert runs["run id"].tolist() == [three_runs["low"], three_runs["flagged"]]
+    assert runs["status"].tolist() == ["pending", "flagged"] and runs["cited"].tolist() == [False, True]
+
+    page.selectbox(key="documents.selected").select("faq.md").run()
+    assert not page.exception
+    assert _charts(page)[1]["layout"]["title"]["text"] == "faq.md: confidence per week"
+    assert _frame(page, "run id")["run id"].tolist() == [three_runs["fine"], three_runs["low"]]
+    assert {m.label: m.value for m in page.metric} == {"Runs": "2", "Mean confidence": "0.550", "Flagged": "0",
+                                                       "Low confidence": "1"}
+
+
+def test_filters_narrow_the_documents(three_runs):  # type: ignore[no-untyped-def]
+    page = _open(AppTest.from_file(APP, default_timeout=60))
+    page.date_input(key="documents.since").set_value(at(14).date()).run()
+    assert _frame(page, "document")["document"].tolist() == ["faq.md"]
+    page.number_input(key="documents.min_runs").set_value(2).run()
+    assert page.info and page.info[0].value.startswith("No stored run has retrieved or cited a document with these "
+                                                        "filters.")
+
+
+def test_frames_keep_their_columns_when_empty(documents_page):  # type: ignore[no-untyped-def]
+    assert list(documents_page.trends_frame([]).columns) == list(documents_page.TREND_COLUMNS)
+    assert list(documents_page.runs_frame([]).columns) == list(documents_page.RUN_COLUMNS)
