@@ -11,8 +11,9 @@ id. The server is the `workbench api` command as a user runs it (access log on, 
 
 Last stdout line: {"runs_per_s", "p50_ms", "p95_ms", "pushed", "stored", "lost", "errors",
 ...}. `pushed` counts 202 answers, `stored` the bench's trace ids found in run_intake, and
-`lost` the pushed ones missing there: it must be 0. The assessment is not part of this
-(judges off): accepting is what a production system waits for.
+`lost` the pushed ones missing there: it must be 0. Runs are pushed with judges off
+(`?judges=false`): the API's worker assesses them beside the intake, from their own retriever
+scores; the figure is acceptance, what a production system waits for.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _push(base_url: str, key: str, clients: int, seconds: float) -> list[dict[st
                 record = _record(number, i)
                 began = time.perf_counter()
                 try:
-                    response = http.post("/runs", json=record)
+                    response = http.post("/runs", json=record, params={"judges": "false"})
                     status = response.status_code
                     created = status == 202 and response.json()["runs"][0]["created"]
                     error = None if status == 202 else response.text[:200]

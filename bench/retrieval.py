@@ -272,7 +272,7 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
     """Print EXPLAIN (ANALYZE, BUFFERS) of each mode's SQL for the median-latency hybrid query."""
     from sqlalchemy import text
 
-    from services.retrieval.search import _SQL_BY_MODE, clean_query, default_params
+    from services.retrieval.search import SQL_BY_MODE, clean_query, default_params
     from services.retrieval.text import tokenize
     from services.store import transaction
 
@@ -288,7 +288,7 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
         }
         log(f"  query: {query!r} -> terms {values['terms']}")
         for mode in ("hybrid", "bm25", "dense"):
-            plan = session.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + _SQL_BY_MODE[mode]), values).scalars().all()
+            plan = session.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + SQL_BY_MODE[mode]), values).scalars().all()
             print(f"--- {mode} ---\n" + "\n".join(plan), file=sys.stderr, flush=True)
 
 

@@ -13,7 +13,7 @@ from services.intake.assess import ProcessSummary, process_queue
 from services.intake.importing import ImportSummary, import_file
 from services.intake.readers import detect_format
 from services.intake.schema import ExternalRun, record_json_schema
-from services.review.imports import IntakeCounts, IntakeFailure, intake_counts, recent_failures
+from services.intake.status import IntakeCounts, IntakeFailure, intake_counts, recent_failures
 from services.settings import get_settings
 from services.store import transaction
 

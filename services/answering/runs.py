@@ -132,6 +132,8 @@ class Run:
     latency_ms: float
     iterations: tuple[Iteration, ...]
     events: tuple[Event, ...]
+    trace_id: str | None = None  # the source system's id, for runs imported or pushed from outside
+    external: dict[str, Any] | None = None  # the source system's metadata (app, model, user, timestamp, extra)
     run_id: int | None = None
     created_at: datetime | None = None
 
@@ -168,6 +170,7 @@ def save_run(run: Run, *, session: Session) -> int:
         route=[action.value for action in run.route], best_iteration=run.best_iteration,
         iterations_count=len(run.iterations), weights_profile_id=run.weights_profile_id,
         weights_profile=run.weights_profile, config=run.config, outcome_note=run.outcome_note, latency_ms=run.latency_ms,
+        trace_id=run.trace_id, external=run.external,
     )
     session.add(row)
     session.flush()
@@ -250,7 +253,8 @@ def _run_from_rows(row: RunRow, iterations, calls, events) -> Run:  # type: igno
         crag_verdict=_member(RetrievalVerdict, row.crag_verdict, "CRAG verdict") if row.crag_verdict is not None else None,
         signals=row.signals, route=tuple(_member(RouterAction, a, "decision") for a in row.route), best_iteration=row.best_iteration,
         weights_profile=row.weights_profile, weights_profile_id=row.weights_profile_id, config=row.config,
-        outcome_note=row.outcome_note, latency_ms=row.latency_ms, run_id=row.id, created_at=row.created_at,
+        outcome_note=row.outcome_note, latency_ms=row.latency_ms, trace_id=row.trace_id, external=row.external,
+        run_id=row.id, created_at=row.created_at,
         iterations=tuple(_iteration_from_row(it, tuple(calls_by_iteration.get(it.ordinal, ()))) for it in iterations),
         events=tuple(Event(e.seq, e.event_type, e.message, e.ts, e.elapsed_ms, e.data) for e in events),
     )

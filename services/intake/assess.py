@@ -14,7 +14,6 @@ goes on; a store that goes away stops the drain with the record still queued.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -85,7 +84,7 @@ def assess_chunks(query: str, chunk_ids: Sequence[int], *, collection: str = "de
 def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, collection: str,
                  intake_id: int | None = None) -> Run:
     """The assessed record as a run the Review page, exports, calibration and tuning treat like
-    any other (not stored here: process_queue stores it with its trace id)."""
+    any other (not stored here: process_queue stores it)."""
     it, weights = assessment.iteration, assessment.profile.weights
     if not it.hits:
         note = "the record came with no contexts: the answer could not be checked against any source"
@@ -108,6 +107,7 @@ def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, co
                                "judges": assessment.judges, "contexts": len(record.contexts),
                                "scores": assessment.scores, "not_computed": assessment.not_computed}},
         outcome_note=note, latency_ms=assessment.events[-1].elapsed_ms, iterations=(it,), events=assessment.events,
+        trace_id=record.trace_id, external=record.metadata.model_dump(mode="json", exclude_none=True),
     )
 
 
@@ -173,9 +173,6 @@ def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend:
             run = imported_run(assessment, record.run, source=record.source, collection=collection,
                                intake_id=record.intake_id)
             run_id = save_run(run, session=session)
-            session.execute(_SET_EXTERNAL, {"id": run_id, "trace_id": record.trace_id,
-                                            "external": json.dumps(record.run.metadata.model_dump(mode="json",
-                                                                                                  exclude_none=True))})
             mark_assessed(record.intake_id, run_id=run_id, session=session)
         return True
     except _STORE_ERRORS:
@@ -188,7 +185,6 @@ def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend:
         return False
 
 
-_SET_EXTERNAL = text("UPDATE runs SET trace_id = :trace_id, external = CAST(:external AS jsonb) WHERE id = :id")
 _JUDGES = text("SELECT judges FROM run_intake WHERE id = :id")
 _SKIP_JUDGES = text("UPDATE run_intake SET judges = false WHERE id = ANY(:ids) AND status = 'queued'")
 

@@ -24,9 +24,8 @@ from services.retrieval.entities import extract_entities
 from services.retrieval.rerank import rerank_hits
 
 # The search's own statements, up to and including its `fused` CTE, and its row-to-Hit
-# mapping: search.py has no public entry point for scoring chosen chunks, and writing the
-# legs a second time is how two numbers for one chunk would start to differ.
-from services.retrieval.search import _HIT_COLUMNS, _SQL_BY_MODE, SearchParams, _hit, clean_query
+# mapping: writing the legs a second time is how two numbers for one chunk would start to differ.
+from services.retrieval.search import HIT_COLUMNS, SQL_BY_MODE, SearchParams, clean_query, hit_from_row
 from services.retrieval.text import tokenize
 from services.settings import Settings
 
@@ -41,9 +40,9 @@ FROM chunks c JOIN documents d ON d.id = c.document_id LEFT JOIN fused f ON f.ch
 WHERE c.id = ANY(:chunk_ids) AND c.collection_id = (SELECT id FROM coll)
 ORDER BY f.fused DESC NULLS LAST, c.id
 """
-if not all(sql.endswith(_HIT_COLUMNS) for sql in _SQL_BY_MODE.values()):
-    raise RuntimeError("services.retrieval.search's statements no longer end in _HIT_COLUMNS; update _SQL here")
-_SQL = {mode: text(sql.removesuffix(_HIT_COLUMNS) + _GIVEN_CHUNKS) for mode, sql in _SQL_BY_MODE.items()}
+if not all(sql.endswith(HIT_COLUMNS) for sql in SQL_BY_MODE.values()):
+    raise RuntimeError("services.retrieval.search's statements no longer end in HIT_COLUMNS; update _SQL here")
+_SQL = {mode: text(sql.removesuffix(HIT_COLUMNS) + _GIVEN_CHUNKS) for mode, sql in SQL_BY_MODE.items()}
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def score_chunks(query: str, chunk_ids: Sequence[int], params: SearchParams, *, 
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
         raise InputError(f"no chunk {shown} in collection {params.collection!r}")
-    hits, reranker = rerank_hits(query, tuple(_hit(i + 1, row) for i, row in enumerate(rows)), settings=settings)
+    hits, reranker = rerank_hits(query, tuple(hit_from_row(i + 1, row) for i, row in enumerate(rows)), settings=settings)
     by_id = {row["chunk_id"]: np.asarray(row["embedding"], dtype=np.float32) for row in rows}
     result = RetrievalResult(
         query=query, mode=params.mode, hits=hits, reranker=reranker, query_entities=extract_entities(query),

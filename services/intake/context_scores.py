@@ -36,10 +36,13 @@ from services.retrieval.entities import extract_entities
 
 # search.py has no public "score these texts" entry point; these are its own BM25 CTEs and
 # per-posting formula, so the numbers here are the search's, not a second implementation.
-from services.retrieval.search import _BM25_CTES, _COLLECTION_CTE, _IMPACT
+from services.retrieval.search import BM25_CTES, BM25_IMPACT, COLLECTION_CTE
 from services.retrieval.text import term_counts, tokenize
 from services.scoring.confidence import SINGLE_LEG_AGREEMENT
 from services.settings import Settings
+
+# The name of a context that names no document (+ its rank); document trends leave these out.
+ANONYMOUS_CONTEXT = "context "
 
 CRAG_TOP_HITS = 3
 EXTERNAL_MODE = "external"  # the retrieval mode of imported hits: the source system retrieved them
@@ -78,7 +81,7 @@ def score_contexts(query: str, contexts: Sequence[ExternalContext], *, collectio
     document_ids = _document_ids(given, known)
     hits = tuple(
         Hit(chunk_id=-(i + 1),  # negative: a passage from the record, not a chunk of the corpus
-            document_id=document_ids[i], external_id=c.document_id or c.source or f"context {i + 1}",
+            document_id=document_ids[i], external_id=c.document_id or c.source or f"{ANONYMOUS_CONTEXT}{i + 1}",
             title=titles[i], text=c.text, rank=i + 1, fused_score=float(c.score if c.score is not None else dense[i]),
             bm25_score=c.bm25_score if c.bm25_score is not None else keyword.get(i, (None, None))[0],
             dense_similarity=dense[i], rerank_score=c.rerank_score if rerank_given else None,
@@ -170,17 +173,17 @@ def _known_documents(external_ids: list[str], collection: str, session: Session)
 
 
 # The search's stats / q / qt CTEs over postings given as arrays (the passages' own term
-# counts) instead of bm25_postings. Its pruning CTEs come along in _BM25_CTES unreferenced;
+# counts) instead of bm25_postings. Its pruning CTEs come along in BM25_CTES unreferenced;
 # PostgreSQL does not run a WITH query nothing reads.
 _TEXTS_BM25 = text(f"""
-WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()}, given AS (
+WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, given AS (
     SELECT g.ord, t.id AS term_id, g.tf, g.dl
     FROM unnest(CAST(:ords AS int[]), CAST(:text_terms AS text[]), CAST(:tfs AS int[]), CAST(:dls AS int[]))
          AS g(ord, term, tf, dl)
     CROSS JOIN LATERAL (  -- one probe of the (collection_id, term) key per term, never a scan of the collection's
         SELECT t.id FROM bm25_terms t WHERE t.collection_id = (SELECT id FROM coll) AND t.term = g.term OFFSET 0) t
 ), scored AS (
-    SELECT p.ord, sum({_IMPACT}) AS score
+    SELECT p.ord, sum({BM25_IMPACT}) AS score
     FROM qt JOIN given p ON p.term_id = qt.term_id CROSS JOIN stats
     GROUP BY p.ord
 )

@@ -102,8 +102,8 @@ def search_in_session(
         values["embedding"] = query_vector
         if params.leg_depth > DEFAULT_EF_SEARCH:
             session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
-    rows = session.execute(text(_SQL_BY_MODE[params.mode]), values).mappings().all()
-    hits = tuple(_hit(i + 1, row) for i, row in enumerate(rows))
+    rows = session.execute(text(SQL_BY_MODE[params.mode]), values).mappings().all()
+    hits = tuple(hit_from_row(i + 1, row) for i, row in enumerate(rows))
     hits, reranker = rerank_hits(query, hits, settings=settings)
     return RetrievalResult(
         query=query,
@@ -119,7 +119,7 @@ def search_in_session(
     )
 
 
-def _hit(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
+def hit_from_row(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
     return Hit(
         chunk_id=row["chunk_id"],
         document_id=row["document_id"],
@@ -160,11 +160,13 @@ def _opt_float(value: object) -> float | None:
 # the 1e-9 slack keeps a chunk tied with the depth-th score from being pruned by rounding.
 # OFFSET 0 keeps the planner from trading the (term_id, chunk_id) key lookups for a scan of
 # the chunk_id index: it underestimates the CTEs' row counts.
-_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl)"
+# The statement fragments below are public: scoring given chunks or texts (services/intake)
+# reuses them so that a chunk gets the same numbers however it is reached.
+BM25_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl)"
 
-_COLLECTION_CTE = "coll AS (SELECT id FROM collections WHERE name = :collection)"
+COLLECTION_CTE = "coll AS (SELECT id FROM collections WHERE name = :collection)"
 
-_BM25_CTES = f"""
+BM25_CTES = f"""
 stats AS (
     SELECT n_chunks::float8 AS n,
            :k1 * (1.0::float8 - :b) AS len_base,
@@ -184,11 +186,11 @@ stats AS (
 ), pilot AS (
     SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
     WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)
-    ORDER BY {_IMPACT} DESC, p.chunk_id
+    ORDER BY {BM25_IMPACT} DESC, p.chunk_id
     LIMIT 2 * :depth
 ), theta AS MATERIALIZED (
     SELECT coalesce((
-        SELECT sum({_IMPACT}) AS score
+        SELECT sum({BM25_IMPACT}) AS score
         FROM qt CROSS JOIN stats CROSS JOIN LATERAL (
             SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
             WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot)) OFFSET 0) p
@@ -198,7 +200,7 @@ stats AS (
     SELECT qt.*, sum(qt.ub) OVER (ORDER BY qt.ub, qt.term_id) < theta.t AS optional
     FROM qt CROSS JOIN theta
 ), partial AS MATERIALIZED (
-    SELECT p.chunk_id, sum({_IMPACT}) AS score
+    SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
     FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
     WHERE NOT qt.optional
     GROUP BY p.chunk_id
@@ -209,7 +211,7 @@ stats AS (
               coalesce((SELECT score FROM partial ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), 0.0::float8) - 1e-9::float8)
           - (SELECT coalesce(sum(ub), 0.0::float8) FROM split WHERE optional)
 ), completion AS (
-    SELECT p.chunk_id, sum({_IMPACT}) AS score
+    SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
     FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
         WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM survivors)) OFFSET 0) p
@@ -240,7 +242,7 @@ dense AS (
 
 # The k best fused rows first, then their text: joining every candidate would fetch text
 # for rows the LIMIT drops.
-_HIT_COLUMNS = """
+HIT_COLUMNS = """
 SELECT f.*, c.document_id, c.text, d.external_id, d.title
 FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f
 JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = c.document_id
@@ -248,27 +250,27 @@ ORDER BY f.fused DESC, f.chunk_id
 """
 
 HYBRID_SQL = f"""
-WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
+WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
     SELECT coalesce(b.chunk_id, d.chunk_id) AS chunk_id,
            b.score AS bm25_score, b.rnk AS bm25_rank, b.idf_share,
            d.sim AS dense_similarity, d.rnk AS dense_rank,
            coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
              + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
     FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
-){_HIT_COLUMNS}"""
+){HIT_COLUMNS}"""
 
 BM25_SQL = f"""
-WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()}, fused AS (
+WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, fused AS (
     SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
            NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
     FROM bm25_ranked
-){_HIT_COLUMNS}"""
+){HIT_COLUMNS}"""
 
 DENSE_SQL = f"""
-WITH {_COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
+WITH {COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
     SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
            sim AS dense_similarity, rnk AS dense_rank, sim AS fused
     FROM dense_ranked
-){_HIT_COLUMNS}"""
+){HIT_COLUMNS}"""
 
-_SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}
+SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}

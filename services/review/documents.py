@@ -27,9 +27,9 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.errors import InputError
+from services.intake.context_scores import ANONYMOUS_CONTEXT
 
 LOW_LEVELS = ("LOW", "VERY LOW")
-ANONYMOUS_CONTEXT = "context "  # + the hit's rank: context_scores' name for a context naming no document
 
 
 @dataclass(frozen=True)

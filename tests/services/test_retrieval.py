@@ -17,7 +17,7 @@ from sqlalchemy import text
 from services.corpus.indexing import indexed_text
 from services.errors import InputError
 from services.retrieval import embedding
-from services.retrieval.search import _BM25_CTES, _COLLECTION_CTE, default_params, search
+from services.retrieval.search import BM25_CTES, COLLECTION_CTE, default_params, search
 from services.retrieval.text import tokenize
 
 DEPTH = 50
@@ -104,7 +104,7 @@ def _assert_top_up_to_ties(hits, expected: dict[int, float], n: int, query: str)
 
 
 # The BM25 leg's own CTEs, stopped where MaxScore has split the query terms.
-_OPTIONAL_TERMS_SQL = f"WITH {_COLLECTION_CTE}, {_BM25_CTES.strip()} SELECT count(*) FILTER (WHERE optional) FROM split"
+_OPTIONAL_TERMS_SQL = f"WITH {COLLECTION_CTE}, {BM25_CTES.strip()} SELECT count(*) FILTER (WHERE optional) FROM split"
 
 
 @pytest.mark.parametrize("depth", [3, 10])

@@ -7,7 +7,7 @@ import pytest
 from services.errors import InputError
 from services.intake.intake import accept_records, mark_assessed, mark_failed
 from services.intake.schema import ExternalRun
-from services.review.imports import IntakeCounts, intake_counts, recent_failures
+from services.intake.status import IntakeCounts, intake_counts, recent_failures
 from services.store import transaction
 from tests.services.test_documents import at, make_run, store
 

@@ -1,7 +1,7 @@
 """The intake as the Import runs page shows it: records per status, and the latest failures.
 
-Read-only views of run_intake (services/intake/ owns writing it), so a person importing a
-file sees what waits for its assessment and why a record could not be assessed.
+Read-only views of run_intake, so a person importing a file sees what waits for its
+assessment and why a record could not be assessed.
 """
 
 from __future__ import annotations
