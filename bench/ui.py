@@ -98,7 +98,8 @@ def synthetic_runs(n: int, n_verdicts: int, *, seed: int) -> dict[str, list[Any]
     """Runs shaped like the pipeline's: one latent answer quality drives the components,
     reflection, grade, CRAG verdict and the reviewers' verdicts, each with its own noise."""
     from services.answering.decisions import blended_confidence
-    from services.scoring.confidence import DEFAULT_PROFILE, overall
+    from services.scoring.confidence import overall
+    from services.scoring.weights import DEFAULT_PROFILE
 
     rng = np.random.default_rng(seed)
     quality = rng.beta(2.2, 1.6, n)
@@ -229,8 +230,8 @@ def _median_ms(fn: Any, calls: int) -> float:
 
 def time_services() -> dict[str, Any]:
     from services.scoring.calibration import calibration_metrics, calibrator_for_queue
-    from services.scoring.confidence import DEFAULT_PROFILE, DEFAULT_WEIGHTS, WeightsProfile
     from services.scoring.tuning import compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
+    from services.scoring.weights import DEFAULT_PROFILE, DEFAULT_WEIGHTS, WeightsProfile
 
     load_ms = _median_ms(load_run_matrix, 5)
     matrix = load_run_matrix()

@@ -17,8 +17,8 @@ from services.review.days import day_range
 from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_records
 from services.review.export_formats import FORMATS, export_bytes
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
-from services.scoring.confidence import DEFAULT_PROFILE
 from services.scoring.profiles import list_profiles
+from services.scoring.weights import DEFAULT_PROFILE
 
 ANY = "any"
 PREVIEW_ROWS = 50

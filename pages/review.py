@@ -33,8 +33,9 @@ from services.review.queue import (
     submit_review,
 )
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
-from services.scoring.confidence import LEVELS, breakdown_from_raw
+from services.scoring.confidence import breakdown_from_raw
 from services.scoring.profiles import profile_for_run
+from services.scoring.weights import LEVELS
 
 SELECTED_KEY = "review.selected_run"
 VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time

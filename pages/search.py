@@ -10,8 +10,9 @@ from services.charts import confidence as charts
 from services.domain import HIT_COLUMNS, RETRIEVAL_MODES, RetrievalResult, hit_rows
 from services.errors import WorkbenchError
 from services.retrieval.search import default_params, search
-from services.scoring.confidence import WeightsProfile, score_retrieval
+from services.scoring.confidence import score_retrieval
 from services.scoring.profiles import active_profile
+from services.scoring.weights import WeightsProfile
 
 
 def hits_frame(result: RetrievalResult) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.scoring.confidence import COMPONENTS
+from services.scoring.weights import COMPONENTS
 
 
 @pytest.fixture()

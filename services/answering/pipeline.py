@@ -23,8 +23,8 @@ from services.errors import LLMError
 from services.retrieval.expansion import expansion_terms
 from services.retrieval.fallback import CollectionFallback
 from services.retrieval.search import clean_query
-from services.scoring import confidence as conf
 from services.scoring.crag import FallbackSource
+from services.scoring.weights import WeightsProfile
 from services.settings import Settings, get_settings
 from services.store import transaction
 
@@ -51,7 +51,7 @@ class _Emitter:
 def run(
     query: str,
     preset: str = "balanced",
-    weights_profile: conf.WeightsProfile | None = None,
+    weights_profile: WeightsProfile | None = None,
     on_event: EventCallback | None = None,
     *,
     backend: AnswerBackend | None = None,

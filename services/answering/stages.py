@@ -23,6 +23,7 @@ from services.errors import LLMError
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
 from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
+from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.settings import Settings
 from services.store import transaction
 
@@ -49,7 +50,7 @@ class RunSetup:
 
     query: str
     config: FeatureConfig
-    profile: conf.WeightsProfile
+    profile: WeightsProfile
     backend: AnswerBackend
     fallback: FallbackSource | None
     collection: str
@@ -133,7 +134,7 @@ def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
     components = conf.components_from_raw(raw)
     retrieval_conf = conf.overall(components, profile)
     ctx.setup.emit("confidence_scored", f"retrieval confidence {retrieval_conf:.2f} ({profile.level(retrieval_conf)})",
-                   confidence=retrieval_conf, components=dict(zip(conf.COMPONENTS, components.tolist())))
+                   confidence=retrieval_conf, components=dict(zip(COMPONENTS, components.tolist())))
     return Scored(raw, tuple(float(c) for c in components), retrieval_conf)
 
 

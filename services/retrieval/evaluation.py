@@ -24,7 +24,8 @@ from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.retrieval import embedding
 from services.retrieval.search import default_params, search_in_session
-from services.scoring.confidence import WeightsProfile, components_from_raw, overall, raw_metrics
+from services.scoring.confidence import components_from_raw, overall, raw_metrics
+from services.scoring.weights import WeightsProfile
 from services.settings import Settings, get_settings
 from services.store import transaction
 

@@ -20,7 +20,7 @@ from services.answering.runs import STATUSES
 from services.errors import InputError
 from services.retrieval.text import require_storable
 from services.review.days import day_end, day_start
-from services.scoring.confidence import COMPONENTS
+from services.scoring.weights import COMPONENTS
 from services.store import transaction
 
 VERDICTS = ("approved", "flagged", "corrected")

@@ -40,14 +40,7 @@ import numpy as np
 
 from services.domain import Hit, RetrievalResult
 from services.retrieval.entities import mentions
-
-# The profile's names are re-exported: callers that score take the profile type from here.
-from services.scoring.weights import COMPONENTS as COMPONENTS
-from services.scoring.weights import DEFAULT_PROFILE as DEFAULT_PROFILE
-from services.scoring.weights import DEFAULT_WEIGHTS as DEFAULT_WEIGHTS
-from services.scoring.weights import INTERPRETATIONS as INTERPRETATIONS
-from services.scoring.weights import LEVELS as LEVELS
-from services.scoring.weights import WeightsProfile as WeightsProfile
+from services.scoring.weights import COMPONENTS, INTERPRETATIONS, WeightsProfile
 
 DENSE_FLOOR = 0.20  # seed 001's similarity floor: below it MiniLM matches are noise
 DENSE_CEIL = 0.70  # relevant MiniLM question-passage pairs mostly lie above this

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE
 from services.scoring.calibration import CalibrationReport, calibration_metrics
-from services.scoring.confidence import COMPONENTS, LEVELS, WeightsProfile
+from services.scoring.weights import COMPONENTS, LEVELS, WeightsProfile
 from services.store import transaction
 
 VERDICT_LABELS = {"approved": 1, "flagged": 0, "corrected": 0}  # everything else: -1, unreviewed

@@ -19,7 +19,7 @@ from services.corpus.ingest import ingest_paths
 from services.corpus.stats import list_documents
 from services.retrieval.evaluation import EvalQuery, evaluate, load_judged_queries, load_qrels, load_queries, queue_evaluation_runs
 from services.review.queue import review_queue
-from services.scoring.confidence import DEFAULT_PROFILE, WeightsProfile
+from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")

@@ -18,7 +18,7 @@ from services.answering import pipeline
 from services.answering.runs import Run, load_run, save_run
 from services.review.queue import review_history, review_queue, submit_review
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 from services.store import transaction
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

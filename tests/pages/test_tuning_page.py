@@ -18,8 +18,9 @@ from streamlit.testing.v1 import AppTest
 from pages.common import cached_active_profile_label
 from services.answering.runs import Run, save_run
 from services.review.queue import submit_review
-from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, LEVELS, overall
+from services.scoring.confidence import overall
 from services.scoring.profiles import active_profile, list_profiles, save_profile
+from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, LEVELS
 from services.store import transaction
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

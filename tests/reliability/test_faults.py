@@ -235,7 +235,7 @@ def test_run_with_a_failing_backend_is_stored_and_reviewable(clean_db, tmp_path)
     from services.answering.runs import load_run
     from services.corpus.ingest import ingest_paths
     from services.review.queue import review_queue
-    from services.scoring.confidence import DEFAULT_PROFILE
+    from services.scoring.weights import DEFAULT_PROFILE
     from tests.services.test_pipeline import DOCS, ScriptedBackend
 
     for name, body in DOCS.items():

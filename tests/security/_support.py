@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, func, select, table, text
 
 from services.answering.runs import Run, save_run
-from services.scoring.confidence import DEFAULT_PROFILE, overall
+from services.scoring.confidence import overall
+from services.scoring.weights import DEFAULT_PROFILE
 from services.store import transaction
 
 # What an attacker types into every text box: quotes, comments, statement separators, casts,

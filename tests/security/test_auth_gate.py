@@ -21,8 +21,8 @@ from services.answering.runs import load_run
 from services.corpus.ingest import ingest_uploads
 from services.corpus.stats import list_documents
 from services.review.queue import review_history
-from services.scoring.confidence import DEFAULT_PROFILE
 from services.scoring.profiles import active_profile, list_profiles, save_profile
+from services.scoring.weights import DEFAULT_PROFILE
 from tests.security._support import save_runs
 
 ROOT = Path(__file__).resolve().parents[2]

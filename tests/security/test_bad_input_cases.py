@@ -21,7 +21,7 @@ from services.errors import InputError
 from services.retrieval.search import default_params, search
 from services.review.export import ExportFilters, export_records
 from services.review.queue import review_history, submit_review
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 from tests._pdf import one_page_pdf
 from tests.security._support import SQL_METACHARACTERS, save_runs, table_counts
 

@@ -26,7 +26,7 @@ from services.retrieval.text import unstorable_char
 from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_records, parse_when
 from services.review.export_formats import export_bytes, read_export
 from services.review.queue import ACTIONS, FLAG_REASONS, MAX_COMMENT_CHARS, review_history, submit_review
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 from tests.security._support import HOSTILE_STRINGS, MIN_CASES, SLOW_OK, SQL_METACHARACTERS, WORDS, save_runs, table_counts
 
 CASES: Counter[str] = Counter()

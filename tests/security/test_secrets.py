@@ -24,7 +24,7 @@ from services.corpus.ingest import ingest_uploads
 from services.errors import DatabaseUnavailableError, LLMError
 from services.review.export import export_records
 from services.review.export_formats import read_export, write_export
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 from services.settings import Settings, get_settings
 from services.store import get_engine, transaction
 

@@ -19,7 +19,7 @@ from services.scoring.calibration import (
     fit_weights,
     recommend_threshold,
 )
-from services.scoring.confidence import COMPONENTS
+from services.scoring.weights import COMPONENTS
 
 
 def _bernoulli(n, seed, probability=lambda s: s):

@@ -9,16 +9,8 @@ import pytest
 
 from services.domain import Hit, RetrievalResult
 from services.errors import InputError
-from services.scoring.confidence import (
-    COMPONENTS,
-    DEFAULT_PROFILE,
-    WeightsProfile,
-    components,
-    hit_relevance,
-    overall,
-    raw_metrics,
-    score_retrieval,
-)
+from services.scoring.confidence import components, hit_relevance, overall, raw_metrics, score_retrieval
+from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, WeightsProfile
 
 
 def _hit(rank, doc, *, dense=None, idf=None, bm25_rank=None, dense_rank=None, rerank=None, text="", fused=None):

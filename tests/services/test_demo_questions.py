@@ -17,7 +17,7 @@ from services.answering.llm._sentences import answer_sentences
 from services.answering.llm.offline import CONTRADICTION_CAP, OfflineBackend
 from services.answering.runs import Run
 from services.domain import Hit
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 
 DEMO = Path(services.__file__).parent / "demo_data"
 COLLECTION = "demo-questions"

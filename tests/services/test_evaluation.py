@@ -26,7 +26,7 @@ from services.retrieval.evaluation import (
     load_queries,
 )
 from services.retrieval.search import default_params, search
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 
 TINY = "tiny-eval"
 TINY_DOCS = [

@@ -25,9 +25,9 @@ from services.review import export_formats
 from services.review.export import FIELDS, ExportFilters, export_records, parse_when
 from services.review.export_formats import export_bytes, read_export, write_export
 from services.review.queue import FLAG_REASONS, submit_review
-from services.scoring.confidence import COMPONENTS, WeightsProfile
 from services.scoring.crag import CragVerdict, RetrievalVerdict
 from services.scoring.profiles import save_profile
+from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.store import transaction
 
 FORMATS = ("csv", "jsonl", "parquet")

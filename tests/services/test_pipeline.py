@@ -14,7 +14,7 @@ from services.answering.llm.base import AnswerBackend, Citation, Generation, Gra
 from services.answering.runs import load_run
 from services.domain import Hit
 from services.errors import InputError, LLMError
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 
 DOCS = {
     "srvo-062.md": "# SRVO-062 Encoder backup lost\nSRVO-062 means the pulsecoder backup battery voltage dropped and "

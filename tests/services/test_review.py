@@ -10,7 +10,7 @@ import pytest
 from services.answering import pipeline
 from services.errors import ConflictError, InputError, NotFoundError
 from services.review.queue import QueueFilters, queue_counts, review_history, review_queue, submit_review
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ from services.answering import pipeline
 from services.errors import InputError
 from services.review.paths import RecentRun, RouteFilters, RoutePath, count_routes, count_transitions, recent_runs, route_stats
 from services.review.queue import submit_review
-from services.scoring.confidence import DEFAULT_PROFILE
+from services.scoring.weights import DEFAULT_PROFILE
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from services.answering.decisions import blended_confidence
-from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile, overall
+from services.scoring.confidence import overall
 from services.scoring.tuning import RunMatrix, compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
+from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile
 
 OTHER_PROFILE = WeightsProfile(name="other", weights={**DEFAULT_WEIGHTS, "top_score": 0.05, "consensus": 0.6,
                                                       "entity_support": 0.0}, high=0.8, medium=0.6, low=0.4)

@@ -8,7 +8,7 @@ import pytest
 from services.charts import tuning as charts
 from services.charts.confidence import LEVEL_COLORS
 from services.scoring.calibration import calibration_metrics
-from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile
+from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile
 
 
 def _y(trace) -> list[float]:  # type: ignore[no-untyped-def]

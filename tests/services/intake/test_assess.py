@@ -18,8 +18,9 @@ from services.intake.context_scores import EXTERNAL_MODE
 from services.intake.schema import ExternalRun
 from services.retrieval import embedding
 from services.retrieval.search import default_params, search
-from services.scoring.confidence import COMPONENTS, DEFAULT_PROFILE, SINGLE_LEG_AGREEMENT, WeightsProfile
+from services.scoring.confidence import SINGLE_LEG_AGREEMENT
 from services.scoring.profiles import ScoringProfile
+from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, WeightsProfile
 from services.store import transaction
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 

@@ -109,8 +109,8 @@ def test_judges_follow_each_records_choice_and_can_be_turned_off_for_a_drain(cle
 
 
 def test_tuning_rescores_assessed_runs_to_their_stored_confidence(clean_db):
-    from services.scoring.confidence import DEFAULT_PROFILE
     from services.scoring.tuning import load_run_matrix, rescore
+    from services.scoring.weights import DEFAULT_PROFILE
 
     [_, unjudged] = push(record("Judge me", "r-1"), record("Do not judge me", "r-2"))
     with transaction() as session:
