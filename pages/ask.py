@@ -82,6 +82,11 @@ def blend_caption(run: Run) -> str:
     return text
 
 
+def adaptive_cuts(run: Run, ordinal: int) -> list[Event]:
+    """Where the adaptive cut-off (preset option adaptive_k) stopped reading chunks, and why."""
+    return [e for e in run.events if e.event_type == "adaptive_cut" and e.data.get("iteration") == ordinal]
+
+
 def event_line(event: Event) -> str:
     return f"{event.elapsed_ms:8.0f} ms  {event.message}"
 
@@ -260,6 +265,8 @@ def _render_iterations(run: Run) -> None:
             if it.sub_queries:
                 st.text("sub-questions: " + " | ".join(it.sub_queries))
             st.text(f"decision: {it.decision} — {it.decision_reason}")
+            for event in adaptive_cuts(run, it.ordinal):
+                st.text(f"adaptive k: {event.message}")
             if it.reflection:
                 st.text(f"reflection {it.reflection.reflection_score:.2f}: {it.reflection.reflection_reason}")
             if it.grade:

@@ -27,7 +27,11 @@ class FeatureConfig:
     crag: CragConfig = CragConfig()
     fallback_collection: str | None = None
     # Seed 001: the answer reads only as many of the chunks as the question's kind needs
-    # (services.retrieval.adaptive.cut_for_question). ADAPTIVE_K_NOTE
+    # (services.retrieval.adaptive.cut_for_question). Off in every preset: with the offline
+    # backend (balanced, 150 SQuAD questions a class, seed 13, and the demo questions) it
+    # read 2.6 chunks instead of 3.9 and left AUROC where it was (0.745 vs 0.746), but lost
+    # answers: SQuAD answer recall 0.853 vs 0.867, demo q08's relevant document, and 6 of
+    # 549 iterations kept no chunk at all. Fewer chunks may still pay with an LLM backend.
     adaptive_k: bool = False
 
     @property

@@ -20,6 +20,7 @@ from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.domain import Hit, RetrievalResult
 from services.errors import LLMError
+from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
 from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
@@ -110,6 +111,7 @@ def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, d
     result, vectors = retrieve(ctx)
     scored = score(ctx, result)
     verdict, chunks = correct(ctx, result, vectors)
+    chunks = read_adaptively(ctx, result, chunks)
     generation = generate(ctx, chunks)
     answer = generation.answer if generation else ""
     judgement = judge(ctx, answer, chunks, retrieved=bool(result.hits))
@@ -156,6 +158,17 @@ def correct(ctx: IterationContext, result: RetrievalResult,
         chunks = [h for h in result.hits if h.chunk_id in kept]
     setup.emit("crag_evaluated", verdict.reasoning, verdict=verdict.verdict, score=verdict.score, action=verdict.action)
     return verdict, chunks
+
+
+def read_adaptively(ctx: IterationContext, result: RetrievalResult, chunks: Sequence[Hit]) -> Sequence[Hit]:
+    """Seed 001 (preset option `adaptive_k`): the answer reads only as many of the chunks as
+    the question's kind needs; retrieval confidence and CRAG have seen them all."""
+    if not ctx.setup.config.adaptive_k or not chunks:
+        return chunks
+    cut = cut_for_question(ctx.setup.query, chunks, result.query_entities)
+    ctx.setup.emit("adaptive_cut", f"reading {len(cut.hits)} of {len(chunks)} chunks: stopped at {cut.stop_reason} "
+                   f"({cut.kind} question, confidence {cut.confidence:.2f})", iteration=ctx.ordinal, **cut.to_dict())
+    return cut.hits
 
 
 def generate(ctx: IterationContext, chunks: Sequence[Hit]) -> Generation | None:

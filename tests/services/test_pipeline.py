@@ -183,3 +183,25 @@ def test_answerable_squad_questions_end_more_confident_than_unanswerable(clean_d
 
     assert len(answerable) == len(unanswerable) == 25
     assert mean_confidence(answerable) > mean_confidence(unanswerable)
+
+
+def test_adaptive_k_reads_only_the_chunks_the_cut_keeps_and_says_where_it_stopped(demo_docs):
+    from services.answering.presets import get_preset
+
+    read: list[int] = []
+
+    class Recording(ScriptedBackend):
+        def generate(self, query: str, chunks: Sequence[Hit]) -> Generation:
+            read.append(len(chunks))
+            return super().generate(query, chunks)
+
+    config = get_preset("balanced", adaptive_k=True, enable_adaptive_refinement=False)
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=Recording((0.9,)), config=config)
+    cuts = [e for e in load_run(run.run_id).events if e.event_type == "adaptive_cut"]
+    assert len(cuts) == 1 and cuts[0].data["iteration"] == 1
+    assert cuts[0].data["stop_reason"] in ("threshold", "max_k", "no_results")
+    assert read == [cuts[0].data["kept"]] and cuts[0].data["kept"] <= len(run.iterations[0].hits)
+
+    plain = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=Recording((0.9,)),
+                         config=get_preset("balanced", enable_adaptive_refinement=False))
+    assert not [e for e in plain.events if e.event_type == "adaptive_cut"]  # off by default: nothing cut
