@@ -48,6 +48,14 @@ def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, sort_keys=False), flush=True)
 
 
+def emit_timed(result: dict[str, Any], *, started: float, timings: dict[str, float]) -> None:
+    """emit() the result with the wall time since `started` (a perf_counter reading) and the
+    seconds of each phase added last."""
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["phase_s"] = timings
+    emit(result)
+
+
 # --- the store ---------------------------------------------------------------------------
 
 def make_data_dir(requested: Path | None) -> tuple[Path, bool]:
@@ -71,6 +79,22 @@ def bench_settings(data_dir: Path):  # type: ignore[no-untyped-def]
     from services.settings import Settings
 
     return Settings(workbench_data_dir=data_dir)
+
+
+def prepare_store(requested: Path | None):  # type: ignore[no-untyped-def]
+    """make_data_dir, exported as WORKBENCH_DATA_DIR, and this process's settings on it.
+
+    Settings are read once per process, so the variable is set before the first settings
+    object is built; what the bench starts (the API server, spawned reviewers, the app under
+    AppTest) inherits it. DATABASE_URL from the environment still wins. Returns
+    (data dir, whether this run created it, settings).
+    """
+    data_dir, created = make_data_dir(requested)
+    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)
+    from services.settings import get_settings
+
+    get_settings.cache_clear()
+    return data_dir, created, get_settings()
 
 
 def describe(settings) -> str:  # type: ignore[no-untyped-def]
@@ -115,6 +139,18 @@ def squad_paragraphs() -> list[dict[str, Any]]:
 def squad_questions() -> list[dict[str, Any]]:
     """The SQuAD 2.0 half-dev questions: {_id, text, metadata} in file order."""
     return read_jsonl(SQUAD_DIR / "queries.jsonl")
+
+
+def squad_sample(per_class: int, *, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`per_class` answerable and `per_class` unanswerable SQuAD questions, drawn at random
+    with `seed`: the same questions in every bench that asks for the same size and seed."""
+    import random
+
+    questions = squad_questions()
+    rng = random.Random(seed)
+    answerable = rng.sample([q for q in questions if not q["metadata"]["is_impossible"]], per_class)
+    unanswerable = rng.sample([q for q in questions if q["metadata"]["is_impossible"]], per_class)
+    return answerable, unanswerable
 
 
 # --- numbers -----------------------------------------------------------------------------

@@ -30,18 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (  # noqa: E402
-    describe,
-    emit,
-    log,
-    machine,
-    make_data_dir,
-    percentile,
-    phase,
-    rounded,
-    shutdown_store,
-    today,
-)
+from bench._common import describe, emit, log, machine, percentile, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
 
 _STORED = "SELECT trace_id FROM run_intake WHERE trace_id LIKE 'bench-%'"
 
@@ -139,16 +128,12 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     args = parser.parse_args()
 
-    data_dir, created = make_data_dir(args.data_dir)
-    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object; the API inherits it
+    data_dir, created, settings = prepare_store(args.data_dir)  # the API server inherits the store
     from sqlalchemy import text
 
     from services.intake.api_keys import create_api_key
-    from services.settings import get_settings
     from services.store import get_engine, transaction
 
-    get_settings.cache_clear()
-    settings = get_settings()
     timings: dict[str, float] = {}
     server = None
     try:

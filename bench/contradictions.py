@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 from collections import Counter
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import SQUAD_DIR, emit, log, machine, make_data_dir, phase, shutdown_store, squad_questions, today  # noqa: E402
+from bench._common import SQUAD_DIR, emit, log, machine, phase, prepare_store, shutdown_store, squad_sample, today  # noqa: E402
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "services" / "demo_data"
 
@@ -70,15 +69,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
 
-    data_dir, created = make_data_dir(args.data_dir)
-    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object is built
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    data_dir, created, settings = prepare_store(args.data_dir)
     from services.answering.llm.backends import backend_for
     from services.corpus.ingest import ingest_paths
-    from services.settings import get_settings
 
-    get_settings.cache_clear()
-    settings = get_settings()
     timings: dict[str, float] = {}
     try:
         with phase("ingest SQuAD and the handbook (real model)", timings):
@@ -87,12 +82,8 @@ def main() -> None:
         backend = backend_for(settings)
         squad: dict[str, Counter[str]] = {"answerable": Counter(), "unanswerable": Counter()}
         with phase(f"SQuAD: {2 * args.per_class} first answers", timings):
-            questions = squad_questions()
-            rng = random.Random(args.seed)  # drawn as bench/pipeline.py draws them
-            sample = {"answerable": rng.sample([q for q in questions if not q["metadata"]["is_impossible"]],
-                                               args.per_class),
-                      "unanswerable": rng.sample([q for q in questions if q["metadata"]["is_impossible"]],
-                                                 args.per_class)}
+            answerable, unanswerable = squad_sample(args.per_class, seed=args.seed)  # bench/pipeline.py's sample
+            sample = {"answerable": answerable, "unanswerable": unanswerable}
             for label, group in sample.items():
                 for i, question in enumerate(group, 1):
                     kinds, _ = first_answer_kinds(question["text"], "squad", backend, settings)

@@ -29,18 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (  # noqa: E402
-    describe,
-    emit,
-    log,
-    machine,
-    make_data_dir,
-    percentile,
-    phase,
-    rounded,
-    shutdown_store,
-    today,
-)
+from bench._common import describe, emit, log, machine, percentile, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
 
 _HISTORY = """
 SELECT run_id, version, action, reviewer, comment, new_status, flag_reason
@@ -196,14 +185,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args()
 
-    data_dir, created = make_data_dir(args.data_dir)
-    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object; children inherit it
+    data_dir, created, settings = prepare_store(args.data_dir)  # reviewer processes inherit the store
     from services.answering.runs import save_run
-    from services.settings import get_settings
     from services.store import get_engine, transaction
 
-    get_settings.cache_clear()
-    settings = get_settings()
     timings: dict[str, float] = {}
     try:
         with phase(f"store: {describe(settings)}", timings):

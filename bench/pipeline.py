@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 from collections import Counter
 from pathlib import Path
@@ -24,12 +23,12 @@ from bench._common import (  # noqa: E402
     emit,
     log,
     machine,
-    make_data_dir,
     median,
     phase,
+    prepare_store,
     rounded,
     shutdown_store,
-    squad_questions,
+    squad_sample,
     today,
 )
 
@@ -45,26 +44,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args()
 
-    data_dir, created = make_data_dir(args.data_dir)
-    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)  # before any settings object is built
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    data_dir, created, settings = prepare_store(args.data_dir)
     from sklearn.metrics import roc_auc_score
 
     from services.answering import pipeline
     from services.answering.llm.backends import backend_for
     from services.corpus.ingest import ingest_paths
-    from services.settings import get_settings
 
-    get_settings.cache_clear()
-    settings = get_settings()
     timings: dict[str, float] = {}
     try:
         with phase("ingest SQuAD corpus (real model)", timings):
             ingest_paths([SQUAD_DIR / "corpus.jsonl"])
-        questions = squad_questions()
-        rng = random.Random(args.seed)
-        answerable = rng.sample([q for q in questions if not q["metadata"]["is_impossible"]], args.per_class)
-        unanswerable = rng.sample([q for q in questions if q["metadata"]["is_impossible"]], args.per_class)
+        answerable, unanswerable = squad_sample(args.per_class, seed=args.seed)
         sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
         results: dict[str, dict] = {}
         for preset in args.presets.split(","):

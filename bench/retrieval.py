@@ -35,7 +35,7 @@ from bench._common import (  # noqa: E402
     bulk_load,
     derive_chunks,
     describe,
-    emit,
+    emit_timed,
     log,
     machine,
     make_data_dir,
@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if not settings.embedded and not args.keep:
             _drop_bench_collections(settings)
         shutdown_store(settings, data_dir, remove=created and not args.keep)
-    result["wall_s"] = round(time.perf_counter() - wall, 1)
-    result["phase_s"] = timings
-    emit(result)
+    emit_timed(result, started=wall, timings=timings)
     return 0
 
 

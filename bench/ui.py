@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
 
-from bench._common import emit, log, machine, make_data_dir, median, phase, rounded, today  # noqa: E402
+from bench._common import emit_timed, log, machine, median, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
 
 SEED = 20240611
 RESCORE_TARGET_MS = 20.0
@@ -41,28 +41,19 @@ TUNING_PAGE = "pages/tuning.py"
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     wall = time.perf_counter()
-    data_dir, _created = make_data_dir(None)
-    # The settings object is read once per process: the store must be chosen before any
-    # service (or the app under AppTest) builds it.
-    os.environ["WORKBENCH_DATA_DIR"] = str(data_dir)
+    # Always a fresh embedded store, chosen before any service (or the app under AppTest)
+    # builds its settings.
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from services.settings import get_settings
-
-    get_settings.cache_clear()
-    settings = get_settings()
+    data_dir, _created, settings = prepare_store(None)
     timings: dict[str, float] = {}
     result: dict[str, Any] = {"bench": "ui", "date": today(), "machine": machine(), "store": str(data_dir)}
     try:
         result.update(run(args, timings))
     finally:
-        from bench._common import shutdown_store
-
         shutdown_store(settings, data_dir, remove=not args.keep)
     result["load_avg_1m"] = round(os.getloadavg()[0], 1)  # other work on the machine inflates every timing
-    result["wall_s"] = round(time.perf_counter() - wall, 1)
-    result["phase_s"] = timings
-    emit(result)
+    emit_timed(result, started=wall, timings=timings)
     return 0
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, render_quote_in_chunk, require_sign_in, selected_preset, show_error
+from pages.common import corpus_stats_or_error, empty_state, render_quote_in_chunk, require_sign_in, selected_preset, show_error
 from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
 from services.answering.pipeline import run as run_pipeline
 from services.answering.presets import PRESETS
-from services.answering.runs import Event, Iteration, Run, RunStatus, load_run
+from services.answering.runs import Event, Iteration, Run, RunStatus, load_run, retrieval_breakdown
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
@@ -21,8 +21,7 @@ from services.corpus.stats import demo_questions
 from services.domain import HIT_COLUMNS, Hit, hit_rows
 from services.errors import WorkbenchError
 from services.review.queue import send_to_review
-from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
-from services.scoring.profiles import profile_for_run
+from services.scoring.confidence import ConfidenceBreakdown
 
 QUERY_KEY = "ask.query"
 DEMO_KEY = "ask.demo"
@@ -107,15 +106,12 @@ def _fill_from_demo() -> None:
 def main() -> None:
     user = require_sign_in()
     st.title("Ask")
-    try:
-        ensure_store()
-        stats = cached_corpus_stats()
-    except WorkbenchError as exc:
-        show_error(exc)
+    stats = corpus_stats_or_error()
+    if stats is None:
         return
     if stats.chunks == 0:
-        st.info("The corpus is empty: there is nothing to answer from yet. Add documents or load the demo handbook.")
-        st.page_link("pages/corpus.py", label="Open the Corpus page", icon=":material/library_books:")
+        empty_state("The corpus is empty: there is nothing to answer from yet. Add documents or load the demo handbook.",
+                    "pages/corpus.py", "Open the Corpus page", ":material/library_books:")
         return
     preset, asked = _render_question_form()
     if asked:
@@ -170,15 +166,15 @@ def _ask(query: str, preset: str) -> int | None:
 
 def _render_run(run: Run, user: CurrentUser) -> None:
     best = run.best()
-    if best is None:
-        st.warning(f"Run {run.run_id} was stored without its iterations; there is nothing to show.")
-        return
     try:
-        profile = profile_for_run(stored=run.config.get("profile"), profile_id=run.weights_profile_id)
+        scored = retrieval_breakdown(run)
     except WorkbenchError as exc:
         show_error(exc)
         return
-    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.reranker)
+    if best is None or scored is None:
+        st.warning(f"Run {run.run_id} was stored without its iterations; there is nothing to show.")
+        return
+    profile, breakdown = scored
     left, right = st.columns([3, 2])
     with left:
         _render_answer(run)

@@ -32,6 +32,22 @@ def cached_corpus_stats() -> CorpusStats:
     return corpus_stats()
 
 
+def corpus_stats_or_error() -> CorpusStats | None:
+    """The store started and the corpus counted; None once the error is shown."""
+    try:
+        ensure_store()
+        return cached_corpus_stats()
+    except WorkbenchError as exc:
+        show_error(exc)
+        return None
+
+
+def empty_state(message: str, page: str, label: str, icon: str) -> None:
+    """What fills an empty view, and a link to where to do it."""
+    st.info(message)
+    st.page_link(page, label=label, icon=icon)
+
+
 @st.cache_data(ttl=10, show_spinner=False)
 def cached_active_profile_label() -> str:
     from services.scoring.profiles import active_profile

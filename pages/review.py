@@ -12,7 +12,7 @@ import streamlit as st
 from pages.common import as_plain, ensure_store, render_quote_in_chunk, require_sign_in, show_error
 from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
-from services.answering.runs import STATUSES, Iteration, Run, load_run
+from services.answering.runs import STATUSES, Iteration, Run, load_run, retrieval_breakdown
 from services.auth import CurrentUser, require_reviewer
 from services.charts import review as review_charts
 from services.charts.confidence import breakdown_figure
@@ -33,8 +33,6 @@ from services.review.queue import (
     submit_review,
 )
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
-from services.scoring.confidence import breakdown_from_raw
-from services.scoring.profiles import profile_for_run
 from services.scoring.weights import LEVELS
 
 SELECTED_KEY = "review.selected_run"
@@ -215,7 +213,7 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
         st.text(f"Note: {run.outcome_note}")
     _render_origin(run)
     best = run.best()
-    _render_breakdown(run, best)
+    _render_breakdown(run)
     _render_sources(run, best)
     _render_iterations(run)
     _render_actions(run_id, run, history, user)
@@ -265,17 +263,17 @@ def _render_citation(citation: Citation, hit: Hit | None) -> None:
         render_quote_in_chunk(hit.text if hit else None, citation.quote)
 
 
-def _render_breakdown(run: Run, best: Iteration | None) -> None:
+def _render_breakdown(run: Run) -> None:
     st.markdown("#### Confidence")
-    if best is None or not best.raw_metrics:
-        st.info("No retrieval metrics are stored for this run.")
-        return
     try:
-        profile = profile_for_run(stored=run.config.get("profile"), profile_id=run.weights_profile_id)
+        scored = retrieval_breakdown(run)
     except WorkbenchError as exc:
         show_error(exc)
         return
-    breakdown = breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.reranker)
+    if scored is None:
+        st.info("No retrieval metrics are stored for this run.")
+        return
+    breakdown = scored[1]
     st.plotly_chart(breakdown_figure(breakdown), key="review.breakdown")
     st.caption(f"Retrieval confidence {breakdown.overall:.2f} ({breakdown.level}) under the run's weights "
                f"({breakdown.profile}); "

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in, show_error
+from pages.common import empty_state, ensure_store, require_sign_in, show_error
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Run, load_run
 from services.charts import run as run_charts
@@ -68,8 +68,8 @@ def main() -> None:
         show_error(exc)
         return
     if stats.n_runs == 0:
-        st.info("No stored runs match these filters. Widen them, or ask questions first.")
-        st.page_link("pages/ask.py", label="Ask a question", icon=":material/chat:")
+        empty_state("No stored runs match these filters. Widen them, or ask questions first.",
+                    "pages/ask.py", "Ask a question", ":material/chat:")
         return
     _render_summary(stats)
     _render_drilldown(filters)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in, show_error
+from pages.common import corpus_stats_or_error, require_sign_in, show_error
 from services.charts import confidence as charts
 from services.domain import HIT_COLUMNS, RETRIEVAL_MODES, RetrievalResult, hit_rows
 from services.errors import WorkbenchError
@@ -22,11 +22,8 @@ def hits_frame(result: RetrievalResult) -> pd.DataFrame:
 def main() -> None:
     require_sign_in()
     st.title("Search the corpus")
-    try:
-        ensure_store()
-        stats = cached_corpus_stats()
-    except WorkbenchError as exc:
-        show_error(exc)
+    stats = corpus_stats_or_error()
+    if stats is None:
         return
     cols = st.columns(3)
     cols[0].metric("Documents", f"{stats.documents:,}")

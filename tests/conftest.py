@@ -85,11 +85,12 @@ def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped
 # What makes a test slow is what it needs, so the mark follows the need: a test that reads
 # SQuAD half-dev (thousands of questions or hundreds of paragraphs to ingest) or drives a
 # browser is slow wherever it is written; `make test-fast` leaves these out.
-# So are the modules that start, kill and restart PostgreSQL servers and app processes, and
-# the property-based sweeps over hundreds of generated inputs: seconds per test by design.
+# So are the modules that start, kill and restart PostgreSQL servers and app processes, the
+# property-based sweeps over hundreds of generated inputs, and the pipeline-quality checks
+# on the demo questions: seconds per test by design.
 _SLOW_FIXTURES = {"squad_dir", "squad_collection"}
 _SLOW_MODULES = {"test_faults.py", "test_processes.py", "test_concurrent_reviews.py", "test_embedded.py",
-                 "test_bad_input_properties.py", "test_bad_input_upload_properties.py"}
+                 "test_bad_input_properties.py", "test_bad_input_upload_properties.py", "test_demo_questions.py"}
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

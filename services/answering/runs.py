@@ -23,7 +23,10 @@ from services.answering.decisions import RouterAction
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.domain import Hit, RetrievalResult
 from services.errors import InputError, NotFoundError
+from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
+from services.scoring.profiles import profile_for_run
+from services.scoring.weights import WeightsProfile
 from services.store import transaction
 
 E = TypeVar("E", bound=StrEnum)
@@ -258,3 +261,14 @@ def _run_from_rows(row: RunRow, iterations, calls, events) -> Run:  # type: igno
         iterations=tuple(_iteration_from_row(it, tuple(calls_by_iteration.get(it.ordinal, ()))) for it in iterations),
         events=tuple(Event(e.seq, e.event_type, e.message, e.ts, e.elapsed_ms, e.data) for e in events),
     )
+
+
+def retrieval_breakdown(run: Run) -> tuple[WeightsProfile, ConfidenceBreakdown] | None:
+    """The weights the run was scored with (services.scoring.profiles.profile_for_run) and its
+    best iteration's seven-component breakdown under them, as Ask and Review show it; None
+    when the run was stored without its best iteration's metrics."""
+    best = run.best()
+    if best is None or not best.raw_metrics:
+        return None
+    profile = profile_for_run(stored=run.config.get("profile"), profile_id=run.weights_profile_id)
+    return profile, breakdown_from_raw(best.raw_metrics, profile, reranker=best.retrieval.reranker)

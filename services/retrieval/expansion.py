@@ -20,9 +20,11 @@ EXPANSION_TERMS = 5
 
 _WORD = re.compile(r"[^\W_]+")
 # Words a question is phrased with rather than about ("often", "type of", "the name of"):
-# frequent in on-topic text, yet they find nothing new. The offline backend's query terms
-# leave out the same words (services/answering/llm/_lexical.py _FILLER).
-_PHRASING = frozenset(
+# frequent in on-topic text, yet they find nothing new. The second group names the kind of
+# answer wanted ("What type of", "In what year", "the name of", "an example of", "What is X
+# called"): an answer gives the thing, not the word, so the offline judge does not ask an
+# answer to repeat any of these either (services/answering/llm/_lexical.py).
+PHRASING_WORDS = frozenset(
     """often much many long mean means meaning take takes get gets getting need needs know tell
     explain describe happen happens use used using way also else exactly possible please make makes
     come comes keep keeps kept more most before after between because must done up any some all
@@ -53,7 +55,7 @@ def prf_terms(query: str, texts: Sequence[str], n: int = EXPANSION_TERMS) -> lis
                 surfaces.setdefault(key, _surface(entity, text))
         for word in _WORD.findall(text):
             lowered = word.lower()
-            if lowered in STOPWORDS or lowered in _PHRASING or len(lowered) < 3 or not lowered.isalpha():
+            if lowered in STOPWORDS or lowered in PHRASING_WORDS or len(lowered) < 3 or not lowered.isalpha():
                 continue
             key = tuple(tokenize(lowered))
             if key and key[0] not in query_stems:

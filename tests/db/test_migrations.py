@@ -1,4 +1,4 @@
-"""Migrations on real data: a store written under old names reads back under the new ones."""
+"""Migrations on scratch databases: stored data survives renames, new tables come and go cleanly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from db.migrate import alembic_config
 
@@ -78,3 +78,40 @@ def test_0005_renames_graph_support_and_web_fallback_in_stored_data(scratch_engi
     with scratch_engine.connect() as conn:
         assert conn.execute(text("SELECT weights FROM weights_profiles WHERE name = 'tuned'")).scalar_one() == OLD_WEIGHTS
         assert conn.execute(text("SELECT route FROM runs")).scalar_one() == ["WEB_FALLBACK", "ACCEPT_BEST"]
+
+
+def test_0006_adds_the_intake_and_removes_it_again(scratch_engine: Engine) -> None:
+    _migrate(scratch_engine, "0006")
+    tables = set(inspect(scratch_engine).get_table_names())
+    assert {"api_keys", "run_intake"} <= tables
+    assert {"trace_id", "external"} <= {c["name"] for c in inspect(scratch_engine).get_columns("runs")}
+    with scratch_engine.begin() as conn:
+        conn.execute(text("INSERT INTO run_intake (trace_id, payload, source) VALUES ('t', '{}', 'api'), (NULL, '{}', 'import'), "
+                          "(NULL, '{}', 'import')"))  # many rows may leave the trace id empty
+        assert conn.execute(text("SELECT array_agg(status) FROM run_intake")).scalar_one() == ["queued"] * 3
+        with pytest.raises(Exception, match="run_intake_source"):
+            with conn.begin_nested():
+                conn.execute(text("INSERT INTO run_intake (payload, source) VALUES ('{}', 'email')"))
+        with pytest.raises(Exception, match="unique"):
+            with conn.begin_nested():
+                conn.execute(text("INSERT INTO run_intake (trace_id, payload, source) VALUES ('t', '{}', 'api')"))
+    _migrate(scratch_engine, "0005", down=True)
+    assert not {"api_keys", "run_intake"} & set(inspect(scratch_engine).get_table_names())
+    assert "trace_id" not in {c["name"] for c in inspect(scratch_engine).get_columns("runs")}
+    _migrate(scratch_engine, "head")
+    assert "run_intake" in inspect(scratch_engine).get_table_names()
+
+
+def test_0007_keeps_the_judges_choice_and_queued_records_keep_their_judges(scratch_engine: Engine) -> None:
+    _migrate(scratch_engine, "0006")
+    with scratch_engine.begin() as conn:
+        conn.execute(text("INSERT INTO run_intake (trace_id, payload, source) VALUES ('before', '{}', 'api')"))
+    _migrate(scratch_engine, "0007")
+    with scratch_engine.begin() as conn:
+        conn.execute(text("INSERT INTO run_intake (trace_id, payload, source, judges) VALUES ('after', '{}', 'api', false)"))
+        assert conn.execute(text("SELECT trace_id, judges FROM run_intake ORDER BY id")).all() == [
+            ("before", True), ("after", False)]  # records queued before 0007 were pushed with the judges on
+    _migrate(scratch_engine, "0006", down=True)
+    assert "judges" not in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}
+    _migrate(scratch_engine, "head")
+    assert "judges" in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from services.answering.runs import load_run
+from tests.pages._support import open_page
 from tests.services.test_pipeline import DOCS, ScriptedBackend
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -24,14 +24,10 @@ def corpus(clean_db, tmp_path):  # type: ignore[no-untyped-def]
     for name, body in DOCS.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
     ingest_paths([tmp_path])
-    st.cache_data.clear()  # corpus stats are cached process-wide; AppTests share the process
 
 
 def _ask_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("pages/ask.py").run()
-    assert not at.exception and at.title[0].value == "Ask"
-    return at
+    return open_page(AppTest.from_file(APP, default_timeout=300), "ask", "Ask")
 
 
 def _ask(at: AppTest, question: str) -> AppTest:
@@ -131,7 +127,6 @@ def test_auto_accepted_run_can_be_sent_to_review(corpus, engine):
 
 
 def test_empty_corpus_points_to_the_corpus_page(clean_db):
-    st.cache_data.clear()
     at = _ask_page()
     assert "corpus is empty" in at.info[0].value
     assert [link.value for link in at.get("page_link")] == ["Open the Corpus page"]

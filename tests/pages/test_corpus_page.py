@@ -3,36 +3,26 @@ by admins only; on the real store and model."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from services.auth import CurrentUser
 from services.corpus.ingest import ingest_paths
 from services.corpus.stats import corpus_stats, list_documents
 from services.errors import PermissionDeniedError
+from tests.pages._support import frame_by_first_column, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 OIDC_SECRETS = {"auth": {"client_id": "workbench-test"}, "workbench": {"admins": ["alice@x.org"]}}
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():  # type: ignore[no-untyped-def]
-    """Cached statistics live for the process; a test must not see the previous test's corpus."""
-    st.cache_data.clear()
-
-
 @pytest.fixture()
-def corpus_page(monkeypatch):  # type: ignore[no-untyped-def]
-    """The page module itself, for its pure helpers (importing it does not render it)."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("pages.corpus")
+def corpus_page(load_page):  # type: ignore[no-untyped-def]
+    return load_page("corpus")
 
 
 @pytest.fixture()
@@ -44,17 +34,7 @@ def two_documents(clean_db, tmp_path: Path) -> list[str]:  # type: ignore[no-unt
 
 
 def _open_page(at: AppTest) -> AppTest:
-    at.run()
-    at.switch_page("pages/corpus.py").run()
-    assert not at.exception, at.exception
-    assert at.title[0].value == "Corpus"
-    return at
-
-
-def _frame(at: AppTest, first_column: str) -> pd.DataFrame:
-    """The one dataframe on the page whose first column is `first_column`."""
-    (frame,) = [d.value for d in at.dataframe if d.value.columns[0] == first_column]
-    return frame
+    return open_page(at, "corpus", "Corpus")
 
 
 def _metrics(at: AppTest) -> dict[str, str]:
@@ -124,7 +104,7 @@ def test_uploading_through_the_page_shows_outcomes_stats_and_the_document(clean_
     at.button(key="corpus.ingest").click().run()
     assert not at.exception, at.exception
 
-    outcomes = _frame(at, "file")
+    outcomes = frame_by_first_column(at, "file")
     assert dict(zip(outcomes["file"], outcomes["status"])) == {"alarm.md": "ingested", "empty.txt": "skipped"}
     assert outcomes.set_index("file").loc["empty.txt", "reason"] == "empty file"
     assert at.get("progress")[0].proto.value == 100
@@ -132,7 +112,7 @@ def test_uploading_through_the_page_shows_outcomes_stats_and_the_document(clean_
     stats = corpus_stats()
     assert _metrics(at) == {"Documents": "1", "Chunks": str(stats.chunks), "Terms": f"{stats.terms:,}",
                             "Avg chunk tokens": f"{stats.avg_chunk_tokens:.1f}"}
-    documents = _frame(at, "external id")
+    documents = frame_by_first_column(at, "external id")
     assert documents["external id"].tolist() == ["alarm.md"]
     assert documents["title"].tolist() == ["SRVO-062 Encoder backup lost"] and documents["chunks"].tolist() == [1]
     histogram = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -141,13 +121,13 @@ def test_uploading_through_the_page_shows_outcomes_stats_and_the_document(clean_
 
 def test_documents_list_shows_chunk_counts_and_filters(two_documents):  # type: ignore[no-untyped-def]
     at = _open_page(AppTest.from_file(APP, default_timeout=180))
-    frame = _frame(at, "external id")
+    frame = frame_by_first_column(at, "external id")
     expected = {d.external_id: (d.chunks, d.tokens) for d in list_documents()}
     assert sorted(frame["external id"]) == two_documents
     assert {r["external id"]: (r["chunks"], r["tokens"]) for r in frame.to_dict("records")} == expected
     assert all(chunks >= 1 for chunks, _ in expected.values())
     at.text_input(key="corpus.filter").input("GREASE").run()
-    assert _frame(at, "external id")["external id"].tolist() == ["grease.md"]
+    assert frame_by_first_column(at, "external id")["external id"].tolist() == ["grease.md"]
     assert "1 of 2 documents" in [c.value for c in at.caption]
 
 
@@ -164,7 +144,7 @@ def test_admin_deletes_a_document_after_confirming(two_documents):  # type: igno
     assert not at.exception and not at.error
     assert [d.external_id for d in list_documents()] == ["grease.md"]
     assert at.success[0].value == "Deleted this document:" and "alarm.md" in [t.value for t in at.text]
-    assert _frame(at, "external id")["external id"].tolist() == ["grease.md"]
+    assert frame_by_first_column(at, "external id")["external id"].tolist() == ["grease.md"]
     assert _metrics(at)["Documents"] == "1"  # the cached statistics were cleared
     assert at.checkbox(key="corpus.delete_confirm").value is False  # the next deletion needs a new confirmation
 

@@ -3,30 +3,22 @@ runs exist, the drill-down for one document, the empty state when there are none
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from tests.pages._support import frame_by_first_column, open_page
 from tests.services.test_documents import at, make_run, store
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():  # type: ignore[no-untyped-def]
-    st.cache_data.clear()
-
-
 @pytest.fixture()
-def documents_page(monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("pages.documents")
+def documents_page(load_page):  # type: ignore[no-untyped-def]
+    return load_page("documents")
 
 
 @pytest.fixture()
@@ -43,16 +35,7 @@ def three_runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 
 def _open(at_: AppTest) -> AppTest:
-    at_.run()
-    at_.switch_page("pages/documents.py").run()
-    assert not at_.exception, at_.exception
-    assert at_.title[0].value == "Document trends"
-    return at_
-
-
-def _frame(at_: AppTest, first_column: str) -> pd.DataFrame:
-    (frame,) = [d.value for d in at_.dataframe if d.value.columns[0] == first_column]
-    return frame
+    return open_page(at_, "documents", "Document trends")
 
 
 def _charts(at_: AppTest) -> list[dict]:  # type: ignore[type-arg]
@@ -69,7 +52,7 @@ def test_empty_store_says_what_fills_the_page(clean_db):  # type: ignore[no-unty
 
 def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-untyped-def]
     page = _open(AppTest.from_file(APP, default_timeout=60))
-    table = _frame(page, "document")
+    table = frame_by_first_column(page, "document")
     assert table["document"].tolist() == ["manual.md", "faq.md"]  # two troubled runs before one
     manual = table.iloc[0]
     assert (manual["runs"], manual["flagged"], manual["low confidence"]) == (2, 1, 1)
@@ -82,14 +65,14 @@ def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-un
     assert bars["data"][0]["y"] == ["faq.md", "manual.md"] and bars["data"][0]["x"] == [0, 1]
     assert trend["layout"]["title"]["text"] == "manual.md: confidence per week"  # the first document is selected
 
-    runs = _frame(page, "run id")
+    runs = frame_by_first_column(page, "run id")
     assert runs["run id"].tolist() == [three_runs["low"], three_runs["flagged"]]
     assert runs["status"].tolist() == ["pending", "flagged"] and runs["cited"].tolist() == [False, True]
 
     page.selectbox(key="documents.selected").select("faq.md").run()
     assert not page.exception
     assert _charts(page)[1]["layout"]["title"]["text"] == "faq.md: confidence per week"
-    assert _frame(page, "run id")["run id"].tolist() == [three_runs["fine"], three_runs["low"]]
+    assert frame_by_first_column(page, "run id")["run id"].tolist() == [three_runs["fine"], three_runs["low"]]
     assert {m.label: m.value for m in page.metric} == {"Runs": "2", "Mean confidence": "0.550", "Flagged": "0",
                                                        "Low confidence": "1"}
 
@@ -97,7 +80,7 @@ def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-un
 def test_filters_narrow_the_documents(three_runs):  # type: ignore[no-untyped-def]
     page = _open(AppTest.from_file(APP, default_timeout=60))
     page.date_input(key="documents.since").set_value(at(14).date()).run()
-    assert _frame(page, "document")["document"].tolist() == ["faq.md"]
+    assert frame_by_first_column(page, "document")["document"].tolist() == ["faq.md"]
     page.number_input(key="documents.min_runs").set_value(2).run()
     assert page.info and page.info[0].value.startswith("No stored run has retrieved or cited a document with these "
                                                         "filters.")

@@ -3,12 +3,10 @@ pushing evaluated questions into the review queue; on the real store and model."
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from pages.common import as_plain
@@ -20,52 +18,32 @@ from services.corpus.stats import list_documents
 from services.retrieval.evaluation import EvalQuery, evaluate, load_judged_queries, load_qrels, load_queries, queue_evaluation_runs
 from services.review.queue import review_queue
 from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile
+from tests.pages._support import open_page
+from tests.services.test_evaluation import TINY_DOCS, TINY_QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-DOCS = [
-    {"_id": "d1", "title": "Photosynthesis",
-     "text": "Plants use chlorophyll to turn sunlight, water and carbon dioxide into glucose and oxygen."},
-    {"_id": "d2", "title": "Volcanoes",
-     "text": "A volcano erupts when magma rises through the crust and escapes as lava and ash."},
-    {"_id": "d3", "title": "Tides",
-     "text": "Ocean tides are caused by the gravitational pull of the moon and the sun on the sea."},
-]
-QUERIES = [
-    {"_id": "q1", "text": "How do plants turn sunlight into glucose?"},
-    {"_id": "q2", "text": "What makes a volcano erupt?"},
-    {"_id": "q3", "text": "Why does the sea have tides?"},
-]
+# The service test's hand-made set: its three judged questions, each judged on its own document.
+QUERIES = [{"_id": q.query_id, "text": q.text} for q in TINY_QUERIES if q.query_id in {"q1", "q2", "q3"}]
 QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n"
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():  # type: ignore[no-untyped-def]
-    st.cache_data.clear()
-
-
 @pytest.fixture()
-def evaluate_page(monkeypatch):  # type: ignore[no-untyped-def]
-    """The page module itself, for its pure helpers (importing it does not render it)."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("pages.evaluate")
+def evaluate_page(load_page):  # type: ignore[no-untyped-def]
+    return load_page("evaluate")
 
 
 @pytest.fixture()
 def beir(clean_db, tmp_path: Path) -> dict[str, Path]:  # type: ignore[no-untyped-def]
     paths = {"corpus": tmp_path / "corpus.jsonl", "queries": tmp_path / "queries.jsonl", "qrels": tmp_path / "qrels.tsv"}
-    paths["corpus"].write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    paths["corpus"].write_text("".join(json.dumps(d) + "\n" for d in TINY_DOCS), encoding="utf-8")
     paths["queries"].write_text("".join(json.dumps(q) + "\n" for q in QUERIES), encoding="utf-8")
     paths["qrels"].write_text(QRELS, encoding="utf-8")
     return paths
 
 
 def _open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("pages/evaluate.py").run()
-    assert not at.exception, at.exception
-    assert at.title[0].value == "Evaluate retrieval"
-    return at
+    return open_page(AppTest.from_file(APP, default_timeout=300), "evaluate", "Evaluate retrieval")
 
 
 def _figures(at: AppTest) -> dict[str, dict]:

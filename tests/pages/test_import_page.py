@@ -4,43 +4,31 @@ example file; the upload limit; then the assessment with its progress bar."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import streamlit as st
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from services.errors import InputError
 from services.intake.readers import NumberedRun, detect_format, iter_records
 from services.store import transaction
+from tests.pages._support import open_page
 from tests.services.intake.test_intake_readers import mixed_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():  # type: ignore[no-untyped-def]
-    st.cache_data.clear()
-
-
 @pytest.fixture()
-def import_page(monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("pages.import_runs")
+def import_page(load_page):  # type: ignore[no-untyped-def]
+    return load_page("import_runs")
 
 
 def _open() -> AppTest:
-    page = AppTest.from_file(APP, default_timeout=120)
-    page.run()
-    page.switch_page("pages/import_runs.py").run()
-    assert not page.exception, page.exception
-    assert page.title[0].value == "Import runs"
-    return page
+    return open_page(AppTest.from_file(APP, default_timeout=120), "import_runs", "Import runs")
 
 
 def _metrics(page: AppTest) -> dict[str, str]:

@@ -10,18 +10,14 @@ from streamlit.testing.v1 import AppTest
 
 from services.answering import pipeline
 from services.answering.runs import load_run
-from tests.services.test_pipeline import DOCS, ScriptedBackend
+from tests.pages._support import open_page
+from tests.services.test_pipeline import ScriptedBackend, demo_docs  # noqa: F401  (fixture)
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @pytest.fixture()
-def runs(clean_db, tmp_path):  # type: ignore[no-untyped-def]
-    from services.corpus.ingest import ingest_paths
-
-    for name, body in DOCS.items():
-        (tmp_path / name).write_text(body, encoding="utf-8")
-    ingest_paths([tmp_path])
+def runs(demo_docs):  # type: ignore[no-untyped-def]  # noqa: F811
     return [
         pipeline.run("How often is J2 grease replaced?", "balanced", backend=ScriptedBackend((0.3, 0.6, 0.2))),
         pipeline.run("What does SRVO-062 mean?", "minimal", backend=ScriptedBackend()),
@@ -30,10 +26,7 @@ def runs(clean_db, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def _routes_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("pages/routes.py").run()
-    assert not at.exception and at.title[0].value == "Router paths"
-    return at
+    return open_page(AppTest.from_file(APP, default_timeout=300), "routes", "Router paths")
 
 
 def _figures(at: AppTest) -> list[dict]:

@@ -12,7 +12,6 @@ from unittest import mock
 
 import numpy as np
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from pages.common import cached_active_profile_label
@@ -26,13 +25,6 @@ from services.store import transaction
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 OIDC = {"auth": {"client_id": "x"}, "workbench": {"admins": ["admin@x.org"]}}
 TOP_ONLY = {f"tuning.w.{c}": (1.0 if c == "top_score" else 0.0) for c in COMPONENTS}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    st.cache_data.clear()  # the page caches the run matrix for 30 s; every test has its own runs
-    yield
-    st.cache_data.clear()
 
 
 def _run(top: float, rest: float, index: int) -> Run:

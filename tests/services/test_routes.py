@@ -13,17 +13,12 @@ from services.errors import InputError
 from services.review.paths import RecentRun, RouteFilters, RoutePath, count_routes, count_transitions, recent_runs, route_stats
 from services.review.queue import submit_review
 from services.scoring.weights import DEFAULT_PROFILE
-from tests.services.test_pipeline import DOCS, ScriptedBackend
+from tests.services.test_pipeline import ScriptedBackend, demo_docs  # noqa: F401  (fixture)
 
 
 @pytest.fixture()
-def runs(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+def runs(demo_docs):  # type: ignore[no-untyped-def]  # noqa: F811
     """Four runs with three different routes over two presets."""
-    from services.corpus.ingest import ingest_paths
-
-    for name, body in DOCS.items():
-        (tmp_path / name).write_text(body, encoding="utf-8")
-    ingest_paths([tmp_path])
     return [
         pipeline.run("How often is J2 grease replaced?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.3, 0.6, 0.2))),
         pipeline.run("What does SRVO-062 mean?", "minimal", DEFAULT_PROFILE, backend=ScriptedBackend()),

@@ -17,22 +17,13 @@ from services.answering.llm._morphology import related_in
 from services.answering.llm._segments import Segment, clean, facts, segment_chunk
 from services.answering.llm._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
 from services.retrieval.entities import extract_entities, mentions
+from services.retrieval.expansion import PHRASING_WORDS
 from services.retrieval.text import STOPWORDS, tokenize
 
 __all__ = ["PHRASING", "Segment", "Term", "clean", "containment", "coverage", "covers", "decompose", "facts",
            "is_negated", "missing", "negations", "query_terms", "quoted_list", "segment_chunk", "stems"]
 
-# Words a question is phrased with rather than about: an answer need not repeat them. The
-# second group names the kind of answer wanted ("What type of", "In what year", "the name
-# of", "an example of", "What is X called"): the answer gives the thing, not the word.
-_FILLER = frozenset(
-    """often much many long mean means meaning take takes get gets getting need needs know tell
-    explain describe happen happens use used using way also else exactly possible please make makes
-    come comes keep keeps kept more most before after between because must done up any some all
-    each other only just
-    type types kind kinds sort sorts year years date century decade name names term terms called
-    example examples percentage percent number amount whose along commonly typically""".split()
-)
+_FILLER = PHRASING_WORDS  # an answer need not repeat how a question is phrased
 # How a question is asked rather than what about: never a word an answer has to repeat or replace.
 PHRASING = _FILLER | AUXILIARIES
 # A negated question asks about the complement of what a positive statement says: "What is
