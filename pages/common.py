@@ -12,6 +12,7 @@ from services.answering.presets import PRESETS
 from services.auth import CurrentUser, auth_config, resolve_user
 from services.corpus.stats import CorpusStats, corpus_stats
 from services.errors import WorkbenchError
+from services.retrieval.rerank import reranker_status
 from services.settings import get_settings
 from services.store import get_engine
 
@@ -146,3 +147,4 @@ def render_sidebar() -> None:
         except WorkbenchError as exc:
             show_error(exc)
         st.caption(f"Answers — {backend_label()}")
+        st.caption(f"Reranking — {reranker_status(get_settings()).note}")

@@ -36,3 +36,22 @@ def test_empty_query_shows_an_error_not_a_traceback(clean_db):
     at.text_input(key="search.query").input("   ")
     at.button[0].click().run()
     assert not at.exception and "empty" in at.error[0].value
+
+
+def test_sidebar_says_plainly_that_no_reranker_runs(clean_db, monkeypatch):
+    from services.settings import get_settings
+
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    sidebar = [str(getattr(e, "value", "")) for e in at.sidebar]
+    assert "Reranking — no reranker configured (set RERANKER_MODEL to a local cross-encoder)" in sidebar
+
+    monkeypatch.setenv("RERANKER_MODEL", "/nowhere/cross-encoder")  # configured, but cannot be loaded here
+    get_settings.cache_clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=120).run()
+    finally:
+        monkeypatch.delenv("RERANKER_MODEL")
+        get_settings.cache_clear()
+    sidebar = [str(getattr(e, "value", "")) for e in at.sidebar]
+    assert any(s.startswith("Reranking — reranker '/nowhere/cross-encoder' could not be loaded") and s.endswith("reranking is off")
+               for s in sidebar), sidebar
