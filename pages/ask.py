@@ -9,11 +9,19 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import corpus_stats_or_error, empty_state, render_quote_in_chunk, require_sign_in, selected_preset, show_error
+from pages.common import (
+    corpus_stats_or_error,
+    empty_state,
+    render_quote_in_chunk,
+    require_sign_in,
+    run_or_error,
+    selected_preset,
+    show_error,
+)
 from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
 from services.answering.pipeline import run as run_pipeline
 from services.answering.presets import PRESETS
-from services.answering.runs import Event, Iteration, Run, RunStatus, load_run, retrieval_breakdown
+from services.answering.runs import Event, Iteration, Run, RunStatus, retrieval_breakdown
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
@@ -119,15 +127,9 @@ def main() -> None:
         if run_id is None:
             return
         st.session_state[RUN_ID_KEY] = run_id
-    run_id = st.session_state.get(RUN_ID_KEY)
-    if run_id is None:
-        return
-    try:
-        run = load_run(run_id)
-    except WorkbenchError as exc:
-        show_error(exc)
-        return
-    _render_run(run, user)
+    run = run_or_error(st.session_state.get(RUN_ID_KEY))
+    if run is not None:
+        _render_run(run, user)
 
 
 def _render_question_form() -> tuple[str, bool]:

@@ -9,6 +9,7 @@ import streamlit as st
 from db import describe_store
 from services.answering.llm.backends import backend_label
 from services.answering.presets import PRESETS
+from services.answering.runs import Run, load_run
 from services.auth import CurrentUser, auth_config, resolve_user
 from services.corpus.stats import CorpusStats, corpus_stats
 from services.errors import WorkbenchError
@@ -38,6 +39,17 @@ def corpus_stats_or_error() -> CorpusStats | None:
     try:
         ensure_store()
         return cached_corpus_stats()
+    except WorkbenchError as exc:
+        show_error(exc)
+        return None
+
+
+def run_or_error(run_id: int | None) -> Run | None:
+    """The stored run, or None (nothing selected, or the error shown)."""
+    if run_id is None:
+        return None
+    try:
+        return load_run(run_id)
     except WorkbenchError as exc:
         show_error(exc)
         return None

@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from pages.common import empty_state, ensure_store, require_sign_in, show_error
+from pages.common import empty_state, ensure_store, require_sign_in, run_or_error, show_error
 from services.answering.presets import PRESETS
-from services.answering.runs import STATUSES, Run, load_run
+from services.answering.runs import STATUSES, Run
 from services.charts import run as run_charts
 from services.errors import WorkbenchError
 from services.review.days import day_range
@@ -110,12 +110,8 @@ def _render_drilldown(filters: RouteFilters) -> None:
     labels = {r.run_id: run_label(r) for r in runs}
     run_id = st.selectbox(f"Run (newest {RECENT_LIMIT} matching the filters)", list(labels), key=SELECTED_KEY,
                           format_func=lambda rid: labels.get(rid, f"#{rid}"))
-    if run_id is None:
-        return
-    try:
-        run = load_run(run_id)
-    except WorkbenchError as exc:
-        show_error(exc)
+    run = run_or_error(run_id)
+    if run is None:
         return
     st.text(f"question: {run.query}")
     st.plotly_chart(run_charts.route_figure(run), key="routes.route")
