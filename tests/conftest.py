@@ -46,6 +46,16 @@ CORPUS_TABLES = ("collections", "documents", "chunks", "bm25_terms", "bm25_posti
 _OTHER_TABLES_SQL = """
 SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'
 """
+# A table needs emptying when it holds rows or its id sequence has moved since the last
+# RESTART IDENTITY (tests may count on ids from 1). TRUNCATE costs ~50 ms even on empty
+# tables, and most tests leave these untouched.
+_USED_SEQUENCE_TABLES_SQL = """
+SELECT DISTINCT t.relname FROM pg_sequences s
+JOIN pg_class sc ON sc.relname = s.sequencename
+JOIN pg_depend d ON d.objid = sc.oid AND d.deptype IN ('a', 'i')
+JOIN pg_class t ON t.oid = d.refobjid
+WHERE s.schemaname = 'public' AND s.last_value IS NOT NULL
+"""
 _CLEAR_DEFAULT_CORPUS = (
     "DELETE FROM collections WHERE name NOT IN ('default', 'squad')",  # cascades to their rows
     "DELETE FROM documents WHERE collection_id = (SELECT id FROM collections WHERE name = 'default')",
@@ -61,8 +71,10 @@ def clean_db(engine) -> Iterator[None]:  # type: ignore[no-untyped-def]
         for statement in _CLEAR_DEFAULT_CORPUS:
             conn.execute(text(statement))
         others = [r[0] for r in conn.execute(text(_OTHER_TABLES_SQL)) if r[0] not in CORPUS_TABLES]
-        if others:
-            conn.execute(text(f"TRUNCATE {', '.join(others)} RESTART IDENTITY CASCADE"))
+        used = {r[0] for r in conn.execute(text(_USED_SEQUENCE_TABLES_SQL))}
+        holding = [name for name in others if name in used or conn.execute(text(f"SELECT EXISTS (SELECT 1 FROM {name})")).scalar()]
+        if holding:
+            conn.execute(text(f"TRUNCATE {', '.join(holding)} RESTART IDENTITY CASCADE"))
     yield
 
 
@@ -86,11 +98,13 @@ def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped
 # SQuAD half-dev (thousands of questions or hundreds of paragraphs to ingest) or drives a
 # browser is slow wherever it is written; `make test-fast` leaves these out.
 # So are the modules that start, kill and restart PostgreSQL servers and app processes, the
-# property-based sweeps over hundreds of generated inputs, and the pipeline-quality checks
-# on the demo questions: seconds per test by design.
+# property-based sweeps over hundreds of generated inputs, the pipeline-quality checks on
+# the demo questions, and the API's end-to-end assessment (a real server and its worker):
+# seconds per test by design.
 _SLOW_FIXTURES = {"squad_dir", "squad_collection"}
 _SLOW_MODULES = {"test_faults.py", "test_processes.py", "test_concurrent_reviews.py", "test_embedded.py",
-                 "test_bad_input_properties.py", "test_bad_input_upload_properties.py", "test_demo_questions.py"}
+                 "test_bad_input_properties.py", "test_bad_input_upload_properties.py", "test_demo_questions.py",
+                 "test_api_assessment.py"}
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

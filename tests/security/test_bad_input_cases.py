@@ -92,6 +92,7 @@ def test_an_upload_over_a_configured_small_limit_is_refused(clean_db, engine, se
     assert parse_file("notes.txt", b"word " * 100, max_bytes=1_000).documents  # 500 bytes: under it
 
 
+@pytest.mark.slow  # builds and parses a 50,000-deep document
 def test_html_nested_50000_deep_is_read_without_recursion(clean_db):
     depth = 50_000
     page = "<div>" * depth + "<p>deep text</p><script>hidden()</script>" + "</div>" * depth

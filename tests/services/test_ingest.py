@@ -342,6 +342,7 @@ def test_delete_missing_document_raises_not_found(clean_db):  # type: ignore[no-
     assert corpus_stats().documents == 1
 
 
+@pytest.mark.slow  # embeds and writes the whole demo handbook
 def test_demo_corpus_loads_only_into_an_empty_store(clean_db, engine):  # type: ignore[no-untyped-def]
     demo_files = sorted(p.name for p in (DEMO_DIR / "corpus").iterdir() if not p.name.startswith("."))
     summary = load_demo_corpus_if_empty()
