@@ -26,7 +26,7 @@ from api.models import (
 )
 from services.errors import WorkbenchError
 from services.intake.api_keys import verify_api_key
-from services.intake.assess import assess_record, skip_judges
+from services.intake.assess import assess_record
 from services.intake.intake import IntakeStatus, accept_records, count_queued, intake_status, intake_status_by_trace_id
 from services.intake.schema import ExternalRun
 from services.intake.verdicts import MAX_LIMIT, reviewed_since
@@ -83,9 +83,7 @@ def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_
     with transaction(settings) as session:
         caller = verify_api_key(key, session=session)
         runs = _parse_runs(body, max_batch=settings.api_max_batch)
-        accepted = accept_records(runs, source="api", api_key_id=caller.key_id, session=session)
-        if not judges:
-            skip_judges([a.intake_id for a in accepted if a.created], session=session)
+        accepted = accept_records(runs, source="api", api_key_id=caller.key_id, judges=judges, session=session)
     created = sum(a.created for a in accepted)
     return PushResponse(accepted=created, duplicates=len(accepted) - created,
                         runs=[AcceptedRun(intake_id=a.intake_id, trace_id=a.trace_id, created=a.created, status=a.status)

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -167,7 +166,7 @@ def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend:
     """Assess and store one claimed record in the claiming transaction; False when it failed."""
     try:
         with session.begin_nested():
-            wanted = judges and _judges_wanted(record.intake_id, session)
+            wanted = judges and record.judges
             assessment = assess_record(record.run, session=session, judges=wanted, collection=collection,
                                        backend=backend, profile=profile, settings=settings)
             run = imported_run(assessment, record.run, source=record.source, collection=collection,
@@ -183,18 +182,3 @@ def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend:
         reason = str(exc) if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
         mark_failed(record.intake_id, f"assessment failed: {reason}"[:MAX_REASON_CHARS], session=session)
         return False
-
-
-_JUDGES = text("SELECT judges FROM run_intake WHERE id = :id")
-_SKIP_JUDGES = text("UPDATE run_intake SET judges = false WHERE id = ANY(:ids) AND status = 'queued'")
-
-
-def _judges_wanted(intake_id: int, session: Session) -> bool:
-    return bool(session.execute(_JUDGES, {"id": intake_id}).scalar_one())
-
-
-def skip_judges(intake_ids: Sequence[int], *, session: Session) -> None:
-    """Record that these queued records are to be assessed without judges (no CRAG,
-    reflection or grading): POST /runs?judges=false, `workbench import --no-judges`."""
-    if intake_ids:
-        session.execute(_SKIP_JUDGES, {"ids": list(intake_ids)})

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.intake.assess import skip_judges
 from services.intake.intake import accept_records
 from services.intake.readers import NumberedRun, RecordError, iter_records
 from services.intake.schema import ExternalRun
@@ -48,13 +47,11 @@ def import_file(source: Path | bytes, *, fmt: str | None = None, settings: Setti
     def flush() -> None:
         nonlocal accepted, duplicates
         created = []
-        for outcome in accept_records(batch, source="import", session=session):
+        for outcome in accept_records(batch, source="import", judges=judges, session=session):
             if outcome.created:
                 created.append(outcome.intake_id)
             else:
                 duplicates += 1
-        if not judges:
-            skip_judges(created, session=session)
         accepted += len(created)
         intake_ids.extend(created)
         batch.clear()

@@ -63,6 +63,7 @@ class QueuedRecord:
     source: str
     received_at: datetime
     run: ExternalRun
+    judges: bool  # False: assess without CRAG, reflection and grading (as pushed or imported)
 
 
 # Ids are drawn before the insert so every input row, inserted or not, has one to match
@@ -75,8 +76,8 @@ WITH input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('run_intake', 'id')) AS id, t.trace_id, t.payload, t.ord
     FROM unnest(CAST(:trace_ids AS text[]), CAST(:payloads AS jsonb[])) WITH ORDINALITY AS t(trace_id, payload, ord)
 ), inserted AS (
-    INSERT INTO run_intake (id, trace_id, payload, source, api_key_id, status)
-    SELECT id, trace_id, payload, :source, CAST(:api_key_id AS integer), 'queued' FROM input ORDER BY ord
+    INSERT INTO run_intake (id, trace_id, payload, source, api_key_id, status, judges)
+    SELECT id, trace_id, payload, :source, CAST(:api_key_id AS integer), 'queued', :judges FROM input ORDER BY ord
     ON CONFLICT (trace_id) DO NOTHING
     RETURNING id, trace_id, status
 )
@@ -92,8 +93,10 @@ _BY_TRACE_IDS = text("SELECT id, trace_id, status FROM run_intake WHERE trace_id
 
 
 def accept_records(records: Sequence[ExternalRun], *, source: str, api_key_id: int | None = None,
-                   session: Session) -> list[Accepted]:
-    """Store validated records as queued, in one statement; one Accepted per record, in order."""
+                   judges: bool = True, session: Session) -> list[Accepted]:
+    """Store validated records as queued, in one statement; one Accepted per record, in order.
+    `judges=False` queues them to be assessed without CRAG, reflection and grading (a record
+    already stored keeps the choice it was stored with)."""
     if source not in SOURCES:
         raise InputError(f"unknown intake source {source!r}; use one of: {', '.join(SOURCES)}")
     if not records:
@@ -101,7 +104,7 @@ def accept_records(records: Sequence[ExternalRun], *, source: str, api_key_id: i
     rows = session.execute(_ACCEPT, {
         "trace_ids": [record.trace_id for record in records],
         "payloads": [json.dumps(record.to_payload()) for record in records],
-        "source": source, "api_key_id": api_key_id,
+        "source": source, "api_key_id": api_key_id, "judges": judges,
     }).all()
     accepted = [Accepted(row.id, row.trace_id, row.created, row.status) for row in rows]
     racing = [a.trace_id for a in accepted if a.intake_id is None]
@@ -155,7 +158,7 @@ def _status(row: Any) -> IntakeStatus:
 # SKIP LOCKED: rows another worker has claimed are passed over, not waited for, so any
 # number of assessors can drain the queue without taking the same record twice.
 _CLAIM = text("""
-SELECT id, trace_id, source, received_at, payload FROM run_intake
+SELECT id, trace_id, source, received_at, payload, judges FROM run_intake
 WHERE status = 'queued' ORDER BY id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 """)
@@ -177,7 +180,7 @@ def next_queued(limit: int, *, session: Session) -> list[QueuedRecord]:
         except ValidationError as exc:
             mark_failed(row.id, f"the stored record no longer validates: {describe_validation_error(exc)}", session=session)
             continue
-        claimed.append(QueuedRecord(row.id, row.trace_id, row.source, row.received_at, run))
+        claimed.append(QueuedRecord(row.id, row.trace_id, row.source, row.received_at, run, row.judges))
     return claimed
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from services.answering.llm.base import Reflection
 from services.answering.runs import load_run
 from services.domain import Hit
-from services.intake.assess import process_queue, skip_judges
+from services.intake.assess import process_queue
 from services.intake.intake import accept_records, intake_status
 from services.intake.schema import ExternalRun
 from services.intake.verdicts import reviewed_since
@@ -42,9 +42,9 @@ def record(question: str, trace_id: str | None, **extra) -> ExternalRun:  # type
         "metadata": {"app": "support-bot", "model": "gpt-x", "extra": {"tenant": 7}}, **extra})
 
 
-def push(*records: ExternalRun, source: str = "api") -> list[int]:
+def push(*records: ExternalRun, source: str = "api", judges: bool = True) -> list[int]:
     with transaction() as session:
-        return [a.intake_id for a in accept_records(list(records), source=source, session=session)]
+        return [a.intake_id for a in accept_records(list(records), source=source, judges=judges, session=session)]
 
 
 def runs_stored() -> int:
@@ -91,9 +91,8 @@ def test_a_record_failing_after_its_run_was_written_leaves_no_run_behind(clean_d
 
 
 def test_judges_follow_each_records_choice_and_can_be_turned_off_for_a_drain(clean_db):
-    judged, unjudged = push(record("Judge me", "j-1"), record("Do not judge me", "j-2"))
-    with transaction() as session:
-        skip_judges([unjudged], session=session)
+    [judged] = push(record("Judge me", "j-1"))
+    [unjudged] = push(record("Do not judge me", "j-2"), judges=False)
     backend = ScriptedBackend((0.9,))
     process_queue(backend=backend)
     with transaction() as session:
@@ -112,9 +111,8 @@ def test_tuning_rescores_assessed_runs_to_their_stored_confidence(clean_db):
     from services.scoring.tuning import load_run_matrix, rescore
     from services.scoring.weights import DEFAULT_PROFILE
 
-    [_, unjudged] = push(record("Judge me", "r-1"), record("Do not judge me", "r-2"))
-    with transaction() as session:
-        skip_judges([unjudged], session=session)
+    push(record("Judge me", "r-1"))
+    push(record("Do not judge me", "r-2"), judges=False)
     push(ExternalRun.model_validate({"question": "Abstained?", "answer": "", "trace_id": "r-3",
                                      "contexts": [{"text": "A passage.", "dense_similarity": 0.5}]}))
     process_queue(backend=ScriptedBackend((0.9,)))
