@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import re
 
+from services.answering.llm._lexicon import (
+    CLAUSE_VERBS,
+    COMPARISON_WORDS,
+    ENUMERATION_COPULAS,
+    ENUMERATION_QUESTION_WORDS,
+    STEM_AUXILIARIES,
+    STEM_QUESTION_WORDS,
+    STEM_SUBJECTS,
+    alternation,
+)
 from services.answering.llm._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
 from services.retrieval.entities import extract_entities
 
 # A clause joined by "and" is a question of its own only when both sides have a verb (or a
 # question word): "mean and how do I clear it" splits, "the motor and cable" does not.
-_VERBS = AUXILIARIES | frozenset(
-    """be been mean means cause causes happen happens need take takes work works raise raised go
-    add adjust apply assign avoid back calibrate change check clean clear configure connect copy
-    create define delete disable enable export find fix import increase decrease inspect install
-    jog load map master measure monitor mount move prevent read recover remove repair replace reset
-    restore run save select set start stop switch teach test tune turn update use verify write""".split()
-)
-_STEM = re.compile(r"^((?:how|what|why|when|where|which|who)\s+(?:do|does|can|could|should|would|must|will|did)"
-                   r"\s+(?:i|we|you))\s", re.IGNORECASE)
-_ENUMERATION = re.compile(r"^((?:what|who|where|which)\s+(?:is|are|was|were))\s+(.+)$", re.IGNORECASE)
+_VERBS = AUXILIARIES | CLAUSE_VERBS
+_STEM = re.compile(rf"^((?:{alternation(STEM_QUESTION_WORDS)})\s+(?:{alternation(STEM_AUXILIARIES)})"
+                   rf"\s+(?:{alternation(STEM_SUBJECTS)}))\s", re.IGNORECASE)
+_ENUMERATION = re.compile(rf"^((?:{alternation(ENUMERATION_QUESTION_WORDS)})\s+(?:{alternation(ENUMERATION_COPULAS)}))"
+                          r"\s+(.+)$", re.IGNORECASE)
+_COMPARISON = re.compile(rf"\b({alternation(COMPARISON_WORDS)})\b", re.IGNORECASE)
 _JOINER = re.compile(r"\s*(?:;|,?\s+and\s+also\s+|,?\s+and\s+)\s*")
 
 
@@ -69,7 +75,7 @@ def _split_clauses(question: str) -> list[str]:
 def _enumerate(question: str) -> list[str]:
     """"What is X, Y and Z" -> one question per item, when the items are plain noun phrases."""
     match = _ENUMERATION.match(question)
-    if not match or re.search(r"\b(between|difference|compare|versus|vs)\b", question, re.IGNORECASE):
+    if not match or _COMPARISON.search(question):
         return [question]
     stem, rest = match.groups()
     items = [i.strip() for i in re.split(r",\s*(?:and\s+|or\s+)?|\s+and\s+", rest) if i.strip()]

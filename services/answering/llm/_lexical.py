@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from services.answering.llm._decompose import decompose
+from services.answering.llm._lexicon import NEGATED_AUXILIARIES, NEGATION_WORDS, alternation
 from services.answering.llm._morphology import related_in
 from services.answering.llm._segments import Segment, clean, facts, segment_chunk
 from services.answering.llm._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
@@ -30,11 +31,9 @@ PHRASING = _FILLER | AUXILIARIES
 # not composed of X" is not answered by "It is composed of X". Negation words are stopwords
 # to retrieval, so the query's negation becomes a term of its own that only a negated text
 # covers. The stems of negated auxiliaries ("didn" of "didn't") are phrasing, not terms.
-_NEGATION = re.compile(r"\b(?:not|no|never|nor|neither|none|nothing|without|cannot|unable)\b|n[’']t\b",
-                       re.IGNORECASE)
+_NEGATION = re.compile(rf"\b(?:{alternation(NEGATION_WORDS)})\b|n[’']t\b", re.IGNORECASE)
 # "whether or not", "may or may not": a question naming both ways is not negated.
 _BOTH_WAYS = re.compile(r"\bor\s+(?:\w+\s+)?not\b", re.IGNORECASE)
-_NEGATED_AUXILIARIES = frozenset("isn aren wasn weren don doesn didn hasn haven hadn couldn shouldn wouldn mustn".split())
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
     seen = set(entity_stems)
     for word in WORD.findall(query):
         lowered = word.lower()
-        if (lowered in STOPWORDS or lowered in _FILLER or lowered in _NEGATED_AUXILIARIES or len(lowered) < 2
+        if (lowered in STOPWORDS or lowered in _FILLER or lowered in NEGATED_AUXILIARIES or len(lowered) < 2
                 or (len(lowered) < 3 and word.islower())):
             continue  # "re" of re-validated; "J2", "T1", "IP" stay
         stem = tokenize(lowered)

@@ -10,23 +10,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from services.answering.llm._lexicon import IRREGULAR_PAST
 from services.retrieval.text import tokenize
 
-_IRREGULAR_PAST = """
-became become; began begin; begun begin; bought buy; brought bring; broke break; broken break;
-built build; came come; caught catch; chose choose; chosen choose; dealt deal;
-drew draw; drawn draw; drove drive; driven drive; fell fall; fallen fall; felt feel; flew fly;
-fought fight; found find; gave give; given give; gone go; grew grow; grown grow; held hold;
-kept keep; knew know; known know; laid lay; led lead; left leave; lost lose; made make; meant mean;
-met meet; paid pay; ran run; rose rise; risen rise; said say; sang sing; sank sink; saw see;
-seen see; sent send; shook shake; shot shoot; sold sell; sought seek; spent spend; spoke speak;
-spoken speak; stood stand; struck strike; taught teach; thought think; threw throw; thrown throw;
-told tell; took take; taken take; understood understand; went go; woke wake; won win; wore wear;
-wrote write; written write
-"""
 # Stem of the past form -> stem of the base form.
 _BASE: dict[str, str] = {}
-for _pair in filter(None, (p.split() for p in _IRREGULAR_PAST.replace("\n", " ").split(";"))):
+for _pair in IRREGULAR_PAST:
     _past, _base = (tokenize(w)[0] for w in _pair)
     _BASE[_past] = _base
 

@@ -13,44 +13,21 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from services.answering.llm._lexicon import (
+    ANTONYM_PAIRS,
+    CARDINAL_VALUES,
+    NEGATING_PREFIXES,
+    ORDINAL_SUFFIXES,
+    ORDINAL_WORDS,
+    alternation,
+)
 from services.answering.llm._words import QUESTION_WORDS, WORD
 from services.retrieval.text import STOPWORDS, tokenize
 
-# Pairs a negating prefix already makes ("known"/"unknown") are left to negated_by_prefix.
-_PAIRS = """
-more less; most least; higher lower; highest lowest; high low; larger smaller; largest smallest;
-large small; bigger smaller; biggest smallest; longer shorter; longest shortest; long short; greater
-lesser; greatest least; maximum minimum; increase decrease; increases decreases; increased
-decreased; increasing decreasing; rise fall; rises falls; raised lowered; first last; before after;
-earlier later; earliest latest; early late; older newer; oldest newest; old new; ancient modern;
-start end; began ended; begin end; open closed; opened closed; inside outside; inner outer; internal
-external; upper lower; above below; top bottom; north south; east west; northern southern; eastern
-western; strong weak; stronger weaker; strongest weakest; fast slow; faster slower; hot cold; warm
-cool; heavier lighter; rich poor; cheap expensive; positive negative; attractive repulsive;
-attraction repulsion; best worst; better worse; success failure; win lose; won lost; victory defeat;
-accept reject; accepted rejected; agree refuse; agreed refused; allow prohibit; allowed prohibited;
-formal informal; direct indirect; public private; major minor; male female; men women; same
-different; true false; enhance diminish; gain loss; import export; imports exports; common rare;
-commonly rarely; frequent rare; enter exit; entered exited; include exclude; included excluded;
-support oppose; supported opposed; supporters opponents; ally enemy; allies enemies; absent present;
-buy sell; bought sold; reduce increase; reduced increased; expand shrink; rural urban; domestic
-foreign; birth death; born died; alive dead; living dead; deep shallow; wide narrow; thick thin;
-young old; younger older; youngest oldest; majority minority; wet dry; hard soft; easy difficult;
-simple complex; fewer more; give receive; gave received; send receive; sent received; lend borrow;
-attack defend; offensive defensive; father mother; son daughter; brother sister; husband wife; king
-queen; summer winter; day night; input output; horizontal vertical; odd even; plus minus; liberal
-conservative; wins loses; pass fail; passed failed; arrive depart; arrived departed; arrival
-departure; entrance exit; encourage discourage; encouraged discouraged; upstream downstream; always
-never; everything nothing; remember forget; gained lost; create destroy; created destroyed; build
-demolish; built demolished; add remove; added removed; push pull; teach learn; approve reject;
-approved rejected; visible invisible; predecessor successor; preceded followed; beginning end;
-finish start; started finished; future past; previous next; prior subsequent; take give; took gave;
-taken given; loose dense; loosely densely; loose tight;
-""".strip()
-
+# Each antonym pair read both ways. Pairs a negating prefix already makes ("known"/"unknown")
+# are left to negated_by_prefix.
 OPPOSITES: dict[str, frozenset[str]] = {}
-for _pair in filter(None, (p.split() for p in _PAIRS.replace("\n", " ").split(";"))):
-    _a, _b = _pair
+for _a, _b in ANTONYM_PAIRS:
     OPPOSITES[_a] = OPPOSITES.get(_a, frozenset()) | {_b}
     OPPOSITES[_b] = OPPOSITES.get(_b, frozenset()) | {_a}
 
@@ -64,7 +41,7 @@ def turned_around(question: str, sentence: str) -> tuple[str, str] | None:
 
 
 def opposite_word(question: str, sentence: str) -> tuple[str, str] | None:
-    """(question word, its opposite in the sentence) by the pairs above; None otherwise.
+    """(question word, its opposite in the sentence) by the antonym pairs; None otherwise.
 
     Only words written in lower case count: "South" of "South Carolina" and "New" of "New
     York" name places (a sentence's first word is read in lower case). A question naming
@@ -83,7 +60,6 @@ def opposite_word(question: str, sentence: str) -> tuple[str, str] | None:
 
 
 _PREFIXED_WORD = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)*(?![\w-])")
-_NEGATING_PREFIXES = ("non-", "non", "un", "dis", "im", "ir", "il", "in")
 _MIN_ROOT = 4  # "unit" is not "it" negated
 _MIN_IN_ROOT = 6  # "in" is a preposition too: "intake" is no "take", "indistinguishable" is
 _NON_APART = re.compile(r"\bnon\s+(?=[^\W\d_])", re.IGNORECASE)  # "non shared" is "non-shared"
@@ -97,7 +73,7 @@ def negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
     said = {w.lower() for w in _PREFIXED_WORD.findall(sentence)}
     lowered = question.lower()
     for word in sorted(asked - said, key=lowered.find):
-        for prefix in _NEGATING_PREFIXES:
+        for prefix in NEGATING_PREFIXES:
             shortest = _MIN_IN_ROOT if prefix == "in" else _MIN_ROOT
             root = word.removeprefix(prefix)
             if root != word and len(root) >= shortest and root in said and root not in asked:
@@ -107,13 +83,10 @@ def negated_by_prefix(question: str, sentence: str) -> tuple[str, str] | None:
     return None
 
 
-_ORDINAL_WORDS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())
-# Counts written out are counts ("three months" against "3 months"); "one" is left out, as it
-# is as often a pronoun ("one may adjust it").
-_CARDINAL_WORDS = {w: str(n) for n, w in enumerate("two three four five six seven eight nine ten eleven twelve".split(), 2)}
+# Counts written out are counts ("three months" against "3 months"): CARDINAL_VALUES.
 # A number joined to letters or hyphens is part of a code ("SRVO-021", "KR-P-0361"), a name
 # of its own rather than a value.
-_VALUE = re.compile(r"(?<![\w.,-])(\d[\d,]*(?:\.\d+)?)(st|nd|rd|th|'s|s)?(?![\w-])|\b[A-Za-z]+\b")
+_VALUE = re.compile(rf"(?<![\w.,-])(\d[\d,]*(?:\.\d+)?)({alternation(ORDINAL_SUFFIXES)}|'s|s)?(?![\w-])|\b[A-Za-z]+\b")
 _YEAR = re.compile(r"1\d{3}|20\d{2}")
 
 
@@ -124,13 +97,13 @@ def _values(text: str) -> dict[str, set[str]]:
         digits, suffix = match.group(1), (match.group(2) or "").lower()
         if digits is None:
             word = match.group(0).lower()
-            if word in _ORDINAL_WORDS:
+            if word in ORDINAL_WORDS:
                 found["ordinal"].add(word)
-            elif word in _CARDINAL_WORDS:
-                found["number"].add(_CARDINAL_WORDS[word])
+            elif word in CARDINAL_VALUES:
+                found["number"].add(CARDINAL_VALUES[word])
             continue
         digits = digits.replace(",", "").rstrip(".")
-        if suffix in ("st", "nd", "rd", "th"):
+        if suffix in ORDINAL_SUFFIXES:
             found["ordinal"].add(digits + suffix)
         elif _YEAR.fullmatch(digits):
             found["year"].add(digits + ("s" if suffix in ("s", "'s") else ""))

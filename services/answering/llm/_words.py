@@ -1,13 +1,15 @@
 """What the lexical modules of the offline backend read words with: the word pattern, the
-question words and auxiliaries, and where a phrase stands written in a text."""
+question words and auxiliaries (from lexicon.toml), and where a phrase stands written in a text."""
 
 from __future__ import annotations
 
 import re
 
+from services.answering.llm._lexicon import AUXILIARIES, QUESTION_WORDS
+
+__all__ = ["AUXILIARIES", "QUESTION_WORDS", "WORD", "surface"]
+
 WORD = re.compile(r"[^\W_]+")
-QUESTION_WORDS = frozenset("what how why when where which who whom whose".split())
-AUXILIARIES = frozenset("is are was were do does did can could should would will has have had must may might".split())
 
 
 def surface(phrase: str, text: str) -> str:
