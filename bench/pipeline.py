@@ -1,9 +1,12 @@
 """Pipeline benchmark: answerable-vs-unanswerable AUROC of final confidence, per-stage
-latency per preset (offline backend), and the share of runs per route.
+latency per preset, and the share of runs per route; offline backend unless --backend says
+otherwise (openai-compatible: the server at LLM_BASE_URL serving LLM_MODEL, see README).
 
     python bench/pipeline.py [--per-class 500] [--presets minimal,balanced,research]
+                             [--backend offline|openai-compatible]
 
-Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}. Each
+Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}, or
+{"backend", "skipped": reason} when the chosen backend's server does not answer. Each
 preset's AUROC comes with a bootstrap 95% interval: at 100 questions a class one sample
 can differ from another by 0.05, more than most changes worth measuring.
 """
@@ -42,10 +45,17 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--backend", choices=("offline", "openai-compatible"), default="offline")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    skipped = unavailable_reason(args.backend)
+    if skipped is not None:  # checked before the store starts and SQuAD is ingested
+        log(f"skipped: the {args.backend} backend cannot run: {skipped}")
+        emit({"backend": args.backend, "skipped": skipped})
+        return
     data_dir, created, settings = prepare_store(args.data_dir)
+    settings = settings.model_copy(update={"llm_backend": args.backend})
     from sklearn.metrics import roc_auc_score
 
     from services.answering import pipeline
@@ -104,6 +114,19 @@ def main() -> None:
         })
     finally:
         shutdown_store(settings, data_dir, remove=created and not args.keep)
+
+
+def unavailable_reason(backend: str) -> str | None:
+    """Why `backend` cannot answer here, or None; the offline one always can."""
+    if backend == "offline":
+        return None
+    from services.answering.llm.openai_backend import unreachable_reason
+    from services.settings import Settings
+
+    settings = Settings()
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    reason = unreachable_reason(settings.llm_base_url, api_key=key)
+    return reason or (None if settings.llm_model else "LLM_MODEL is not set")
 
 
 def bootstrap_auroc_interval(labels: list[int], scores: list[float], *, seed: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field, SecretStr
 
@@ -16,8 +17,14 @@ class Settings(StoreSettings):
     embedding_batch_size: int = 64
     reranker_model: str | None = None
 
+    # Which backend answers (services.answering.llm.backends.backend_name): LLM_BACKEND when set,
+    # else an OpenAI-compatible server when LLM_BASE_URL is set, else Claude when
+    # ANTHROPIC_API_KEY is set, else the offline extractive backend.
+    llm_backend: Literal["offline", "anthropic", "openai-compatible"] | None = None
     anthropic_api_key: SecretStr | None = None
-    llm_model: str = "claude-sonnet-4-5"
+    llm_base_url: str | None = None  # e.g. http://localhost:11434/v1 (Ollama)
+    llm_api_key: SecretStr | None = None  # only if the server checks one; local servers mostly do not
+    llm_model: str | None = None  # unset = claude-sonnet-4-5 for Claude; a local server needs its model named
     llm_max_tokens: int = 1024
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 3
