@@ -127,6 +127,8 @@ class WeightsProfileRow(Base):
     high: Mapped[float] = mapped_column(Float)
     medium: Mapped[float] = mapped_column(Float)
     low: Mapped[float] = mapped_column(Float)
+    # collection -> retrieval mode -> a fitted ConfidenceMapping's JSON (services.scoring.mapping)
+    mappings: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default=text("'{}'::jsonb"))
     active: Mapped[bool] = mapped_column(Boolean, default=False)
     created_by: Mapped[str] = mapped_column(Text, default="")
     notes: Mapped[str] = mapped_column(Text, default="")

@@ -1,4 +1,5 @@
-"""Corpus: upload and ingest files, corpus statistics, the documents list, deleting a document."""
+"""Corpus: upload and ingest files (then self-calibrate a big enough collection), corpus statistics,
+the documents list, deleting a document."""
 
 from __future__ import annotations
 
@@ -7,18 +8,28 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from pages.common import cached_corpus_stats, current_user, ensure_store, require_sign_in, show_error
+from pages.common import (
+    as_plain,
+    cached_active_profile_label,
+    cached_corpus_stats,
+    current_user,
+    ensure_store,
+    require_sign_in,
+    show_error,
+)
 from services.auth import CurrentUser, require_admin
 from services.charts import evaluation as charts
 from services.corpus.extract import SUPPORTED_SUFFIXES
 from services.corpus.ingest import IngestProgress, IngestSummary, ingest_uploads
 from services.corpus.stats import DocumentInfo, delete_document, list_documents
 from services.errors import WorkbenchError
+from services.scoring.recalibration import AFTER_INGEST, Recalibration, decide_recalibration, describe_calibration, recalibrate
 
 COLLECTION = "default"  # the collection the Ask and Search pages answer from
 DOCUMENT_LIMIT = 10_000
 UPLOADS_KEY = "corpus.uploads"
 LAST_INGEST_KEY = "corpus.last_ingest"
+LAST_CALIBRATION_KEY = "corpus.last_calibration"  # the Recalibration after the last ingest, when one ran
 DELETE_TARGET_KEY = "corpus.delete_target"
 DELETE_CONFIRM_KEY = "corpus.delete_confirm"
 DELETE_RESULT_KEY = "corpus.delete_result"
@@ -126,10 +137,45 @@ def _render_upload() -> None:
             return
         bar.progress(1.0, text=summary_line(summary))
         st.session_state[LAST_INGEST_KEY] = summary
+        st.session_state[LAST_CALIBRATION_KEY] = _recalibrate(summary)
     summary = st.session_state.get(LAST_INGEST_KEY)
     if summary is not None:
         st.text(f"Last ingest: {summary_line(summary)}")
+        _render_recalibration(st.session_state.get(LAST_CALIBRATION_KEY))
         st.dataframe(outcomes_frame(summary), hide_index=True)
+
+
+def _recalibrate(summary: IngestSummary) -> Recalibration | str | None:
+    """Self-calibrate the collection when this ingest calls for it (the same rule as `workbench
+    ingest`). The ingest is committed already, so a failure here only comes back as a warning."""
+    try:
+        decision = decide_recalibration(summary, collection=COLLECTION)
+        if not decision.recalibrate:
+            return None
+        bar = st.progress(0.0, text=f"Self-calibrating: {decision.reason}…")
+
+        def on_progress(done: int, total: int) -> None:
+            bar.progress(min(done / total, 1.0), text=f"Self-calibrating: {done:,} of {total:,} searches")
+
+        user = current_user()
+        outcome = recalibrate(decision, created_by=f"{AFTER_INGEST} by {user.name}" if user.name else AFTER_INGEST,
+                              on_progress=on_progress)
+        bar.empty()
+    except WorkbenchError as exc:
+        return f"Self-calibration was not done: {exc}"
+    cached_active_profile_label.clear()  # the sidebar names the profile now active
+    return outcome
+
+
+def _render_recalibration(outcome: Recalibration | str | None) -> None:
+    if isinstance(outcome, str):
+        st.warning(as_plain(outcome))
+    elif outcome is not None and outcome.warning is not None:
+        st.warning(as_plain(outcome.warning))
+    elif outcome is not None and outcome.result is not None:
+        lines = describe_calibration(outcome.result)
+        st.success(as_plain(f"Self-calibrated after the ingest: {lines[0]}; it is now the active profile."))
+        st.text("\n".join(lines[1:]))
 
 
 def _render_stats(documents: list[DocumentInfo]) -> None:

@@ -1,5 +1,6 @@
 """Tuning: weights and thresholds on sliders, every stored run re-scored live, calibration
-against reviewer verdicts, fits from verdicts, and versioned profiles (save, activate, compare)."""
+against reviewer verdicts, fits from verdicts, versioned profiles (save, activate, compare), and
+self-calibration of a collection (pages/_self_calibration.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from pages import _self_calibration as self_calibration
 from pages.common import as_plain, cached_active_profile_label, current_user, ensure_store, require_sign_in, show_error
 from services.auth import CurrentUser, require_admin
 from services.charts import tuning as charts
@@ -32,12 +34,12 @@ ACTIVATE_PICK_KEY = "tuning.activate.pick"
 COMPARE_KEYS = ("tuning.compare.a", "tuning.compare.b")
 METHOD_KEY, TARGET_KEY = "tuning.fit.method", "tuning.fit.target"
 TAB_KEY = "tuning.tab"
-EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB = (
-    "Effect on runs", "Calibration", "Fit from verdicts", "Profiles", "Compare profiles")
-TABS = (EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB)
+EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB, SELF_CALIBRATION_TAB = (
+    "Effect on runs", "Calibration", "Fit from verdicts", "Profiles", "Compare profiles", "Self-calibrate")
+TABS = (EFFECT_TAB, CALIBRATION_TAB, FIT_TAB, PROFILES_TAB, COMPARE_TAB, SELF_CALIBRATION_TAB)
 # Widgets inside tabs: only the open tab draws its widgets, so these are kept as plain state.
 TAB_WIDGET_KEYS = (METHOD_KEY, TARGET_KEY, SAVE_NAME_KEY, SAVE_NOTES_KEY, SAVE_ACTIVATE_KEY, ACTIVATE_PICK_KEY,
-                   *COMPARE_KEYS)
+                   *COMPARE_KEYS, *self_calibration.WIDGET_KEYS)
 CHANGES_LIMIT = 200  # the largest moves; the count above the table says how many there are
 SLIDERS, ACTIVE = "sliders", "active"  # compare options besides stored profiles ("profile:<id>")
 
@@ -85,7 +87,8 @@ def ceil_to_step(value: float, step: float = 0.01) -> float:
 
 
 def profile_from_sliders(values: Mapping[str, Any], base: WeightsProfile) -> WeightsProfile:
-    """The profile on the sliders, or InputError naming the rule it breaks."""
+    """The profile on the sliders, or InputError naming the rule it breaks. It keeps `base`'s
+    confidence mappings: a tuned profile must not silently drop a self-calibration."""
     weights = {c: float(values[WEIGHT_KEYS[c]]) for c in COMPONENTS}
     high, medium, low = (float(values[THRESHOLD_KEYS[name]]) for name in ("high", "medium", "low"))
     if not low <= medium <= high:
@@ -93,7 +96,8 @@ def profile_from_sliders(values: Mapping[str, Any], base: WeightsProfile) -> Wei
                          f"high {high:.2f}.")
     if sum(weights.values()) <= 0:
         raise InputError("At least one weight must be above zero.")
-    return WeightsProfile(name=base.name, version=base.version, weights=weights, high=high, medium=medium, low=low)
+    return WeightsProfile(name=base.name, version=base.version, weights=weights, high=high, medium=medium, low=low,
+                          mappings=base.mappings)
 
 
 def changes_frame(changes: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -185,13 +189,15 @@ def main() -> None:
     left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most 30 s ago). "
                  f"Deltas compare with the active profile, {as_plain(active.label)}.")
     right.button("Reload runs", key="tuning.reload", on_click=cached_run_matrix.clear)
-    # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not five.
+    # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not six.
     tabs = st.tabs(TABS, key=TAB_KEY, on_change="rerun")
     opened = next((label for label, tab in zip(TABS, tabs) if tab.open), TABS[0])
     with tabs[TABS.index(opened)]:
         if opened == PROFILES_TAB:
             _render_save(user, profile, valid, active)
             _render_activate(user)
+        elif opened == SELF_CALIBRATION_TAB:  # needs a corpus, not stored runs
+            self_calibration.render_self_calibration(user, active, _profiles_changed)
         elif len(matrix) == 0:
             st.info("No stored runs yet: answer questions on the Ask page, then press Reload runs.")
         else:
@@ -360,6 +366,10 @@ def _render_save(user: CurrentUser, profile: WeightsProfile, valid: bool, active
         st.caption("Fix the sliders before saving.")
     elif not user.name:
         st.caption("Set your reviewer name in the sidebar to save: every profile records who made it.")
+    if profile.mappings:
+        st.caption(as_plain(f"The saved profile keeps the confidence mappings of {active.label} "
+                            f"({', '.join(sorted(profile.mappings))}). They were fitted on its weights: after "
+                            "changing weights, self-calibrate those collections again."))
     _show_result(SAVE_RESULT_KEY)
 
 

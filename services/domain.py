@@ -53,6 +53,9 @@ class RetrievalResult:
     depth: int = 0  # how many candidates each leg fetched before fusion
     latency_ms: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
+    # Each leg's best raw scores before fusion (search.LEG_SCORES of them, descending), for
+    # query-performance prediction; empty for retrievals that did not come from our search.
+    leg_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -36,6 +36,10 @@ class Settings(StoreSettings):
     rrf_k: int = 60
     max_query_chars: int = 2000
     max_upload_bytes: int = 20_000_000
+    # After an ingest that adds or replaces documents, a collection holding at least this many
+    # chunks re-fits its confidence mapping (services.scoring.recalibration); 0 = never.
+    # Smaller collections give too few pseudo-questions for a stable fit.
+    self_calibration_min_chunks: int = Field(default=1000, ge=0)
 
     # The HTTP API (`workbench api`): the largest request body, checked before it is
     # parsed (413 past it), and the most records one POST /runs may carry.

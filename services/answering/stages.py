@@ -132,9 +132,9 @@ def retrieve(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]
 
 def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
     profile = ctx.setup.profile
-    raw = ctx.timed("scoring", lambda: conf.raw_metrics(result.hits, result.query_entities, mode=result.mode))
+    raw = ctx.timed("scoring", lambda: conf.retrieval_metrics(result))
     components = conf.components_from_raw(raw)
-    retrieval_conf = conf.overall(components, profile)
+    retrieval_conf = conf.mapped(conf.overall(components, profile), raw, profile)
     ctx.setup.emit("confidence_scored", f"retrieval confidence {retrieval_conf:.2f} ({profile.level(retrieval_conf)})",
                    confidence=retrieval_conf, components=dict(zip(COMPONENTS, components.tolist())))
     return Scored(raw, tuple(float(c) for c in components), retrieval_conf)

@@ -10,7 +10,9 @@ import typer
 from tqdm import tqdm
 
 from services.cli._app import app, emit, fail
+from services.cli.calibration import recalibrate_after_ingest
 from services.errors import WorkbenchError
+from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES
 
 
 @app.command()
@@ -19,7 +21,9 @@ def ingest(
     collection: str = typer.Option("default", help="Collection to ingest into."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora."""
+    """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora. A collection that now holds at
+    least SELF_CALIBRATION_MIN_CHUNKS chunks (default 1000; 0 = never) and whose documents changed
+    is self-calibrated afterwards (see `workbench calibrate`); if that fails, the ingest still stands."""
     from services.corpus.ingest import ingest_paths
 
     def progress(p) -> None:  # type: ignore[no-untyped-def]
@@ -35,12 +39,14 @@ def ingest(
     except WorkbenchError as exc:
         fail(exc)
     if as_json:
-        emit(summary.to_dict())
+        calibrated = recalibrate_after_ingest(summary, collection=collection, as_json=True)
+        emit(summary.to_dict() | ({"self_calibration": calibrated} if calibrated is not None else {}))
         return
     typer.echo(f"ingested {summary.ingested}, replaced {summary.replaced}, unchanged {summary.unchanged}, "
                f"chunks added {summary.chunks_added}, skipped {len(summary.skipped)}")
     for skipped in summary.skipped:
         typer.echo(f"  skipped {skipped.source}: {skipped.reason}")
+    recalibrate_after_ingest(summary, collection=collection, as_json=False)
 
 
 @app.command()
@@ -87,9 +93,14 @@ def evaluate(
     modes: str = typer.Option("bm25,dense,hybrid", help="Comma-separated modes."),
     collection: Optional[str] = typer.Option(None, help="Collection (default: eval-<corpus dir name>)."),
     limit: Optional[int] = typer.Option(None, help="Evaluate only the first N judged queries."),
+    self_calibration: int = typer.Option(
+        DEFAULT_PSEUDO_QUERIES, min=0,
+        help="Pseudo-questions the corpus asks itself to fit each mode's confidence mapping (never the qrels); "
+             "0 skips self-calibration. Nothing is stored."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON."),
 ) -> None:
-    """nDCG@10, Recall@100, MRR@10 per mode, and AUROC of confidence (active weights profile) for hit@10."""
+    """nDCG@10, Recall@100, MRR@10 per mode, and how well confidence (active weights profile) predicts
+    hit@10 (AUROC, ECE), before and after self-calibration."""
     from services.retrieval.evaluation import BeirFiles, evaluate_beir
     from services.scoring.profiles import active_profile
 
@@ -104,7 +115,8 @@ def evaluate(
         with tqdm(desc="evaluating", unit="query", file=sys.stderr, disable=as_json) as bar:
             outcome = evaluate_beir(BeirFiles(queries, qrels, corpus), collection=name, profile=active_profile().weights,
                                     modes=[m.strip() for m in modes.split(",") if m.strip()], limit=limit,
-                                    on_progress=progress)
+                                    on_progress=progress, self_calibration=self_calibration,
+                                    on_calibration_progress=progress)
     except WorkbenchError as exc:
         fail(exc)
     reports, n_queries = outcome.reports, len(outcome.queries)
@@ -112,8 +124,18 @@ def evaluate(
         emit({"collection": outcome.collection, "queries": n_queries, "profile": outcome.profile.label,
                "modes": {r.mode: r.to_dict() for r in reports}})
         return
-    typer.echo(f"{'mode':8} {'nDCG@10':>8} {'R@100':>8} {'MRR@10':>8} {'conf AUROC':>10}   "
-               f"({n_queries} queries, profile {outcome.profile.label})")
+    typer.echo(f"{'mode':8} {'nDCG@10':>8} {'R@100':>8} {'MRR@10':>8} {'AUROC':>6} {'ECE':>6} {'AUROC*':>6} {'ECE*':>6}"
+               f"   ({n_queries} queries, profile {outcome.profile.label}; * after self-calibration)")
+    skipped = ""
     for r in reports:
-        auroc = "-" if r.confidence_auroc is None else f"{r.confidence_auroc:.3f}"
-        typer.echo(f"{r.mode:8} {r.metrics['ndcg@10']:8.3f} {r.metrics['recall@100']:8.3f} {r.metrics['mrr@10']:8.3f} {auroc:>10}")
+        after = r.self_calibrated or {}
+        skipped = str(after.get("skipped", skipped))
+        typer.echo(f"{r.mode:8} {r.metrics['ndcg@10']:8.3f} {r.metrics['recall@100']:8.3f} {r.metrics['mrr@10']:8.3f} "
+                   f"{_figure(r.confidence_auroc)} {_figure(r.confidence_ece)} "
+                   f"{_figure(after.get('confidence_auroc'))} {_figure(after.get('confidence_ece'))}")
+    if skipped:
+        typer.echo(f"self-calibration skipped: {skipped}")
+
+
+def _figure(value: object) -> str:
+    return f"{value:6.3f}" if isinstance(value, float) else f"{'-':>6}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections.abc import Sequence
@@ -64,8 +65,14 @@ def encode(name: str, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarr
 
 
 def token_counter(name: str):  # type: ignore[no-untyped-def]
-    """A function counting model tokens in a text (what the chunk size is measured in)."""
-    tokenizer = load_model(name).tokenizer
+    """A function counting model tokens in a text (what the chunk size is measured in).
+
+    It counts with its own copy of the tokenizer: ingest chunks (and counts) on one thread
+    while another encodes, and a fast tokenizer is not thread-safe. `encode` sets padding
+    and truncation on the shared one per call, and a count in between once made a batch's
+    rows come out of different lengths ("expected sequence of length 202 ... (got 207)").
+    """
+    tokenizer = copy.deepcopy(load_model(name).tokenizer)
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])

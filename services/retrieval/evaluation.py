@@ -1,4 +1,6 @@
-"""Retrieval evaluation on BEIR-format sets: nDCG@10, Recall@100, MRR@10, confidence AUROC.
+"""Retrieval evaluation on BEIR-format sets: nDCG@10, Recall@100, MRR@10, and how well the
+confidence predicts "a relevant document is in the top 10" (AUROC, ECE), before and after
+self-calibration (services.scoring.self_calibration, which never reads the qrels).
 
 `evaluate_beir` is the whole evaluation the Evaluate page and `workbench eval` both run;
 `evaluate` is its scoring step on queries already loaded.
@@ -24,7 +26,10 @@ from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.retrieval import embedding
 from services.retrieval.search import default_params, search_in_session
-from services.scoring.confidence import components_from_raw, overall, raw_metrics
+from services.scoring.calibration import calibration_metrics
+from services.scoring.confidence import components_from_raw, overall, retrieval_metrics
+from services.scoring.mapping import ConfidenceMapping
+from services.scoring.self_calibration import fit_collection
 from services.scoring.weights import WeightsProfile
 from services.settings import Settings, get_settings
 from services.store import transaction
@@ -45,9 +50,15 @@ class ModeReport:
     metrics: dict[str, float]
     confidence_auroc: float | None  # confidence vs "a relevant document is in the top 10"
     per_query: list[dict[str, object]] = field(default_factory=list)
+    confidence_ece: float | None = None
+    # The same two figures with a mapping self-calibration fitted on this collection (None: not run)
+    self_calibrated: dict[str, object] | None = None
 
     def to_dict(self, *, with_queries: bool = False) -> dict[str, object]:
-        data: dict[str, object] = {"mode": self.mode, **self.metrics, "confidence_auroc": self.confidence_auroc}
+        data: dict[str, object] = {"mode": self.mode, **self.metrics, "confidence_auroc": self.confidence_auroc,
+                                   "confidence_ece": self.confidence_ece}
+        if self.self_calibrated is not None:
+            data["self_calibrated"] = self.self_calibrated
         if with_queries:
             data["per_query"] = self.per_query
         return data
@@ -120,19 +131,31 @@ def evaluate(
                 result = search_in_session(query.text, params, session=session, settings=settings, query_vector=vector)
                 ranked = _documents_in_rank_order(result.hits)[:DOC_DEPTH]
                 run[query.query_id] = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
-                raw = raw_metrics(result.hits[:10], result.query_entities, mode=mode)
+                raw = retrieval_metrics(result, top=10)
                 relevant = {d for d, rel in qrels[query.query_id].items() if rel > 0}
                 per_query.append({
                     "query_id": query.query_id,
                     "confidence": overall(components_from_raw(raw), profile),
+                    "qpp": raw["qpp"],
                     "hit_at_10": bool(relevant & set(ranked[:10])),
                 })
                 done += 1
                 if on_progress is not None:
                     on_progress(done, total)
         metrics = _aggregate(qrels, run)
-        reports.append(ModeReport(mode, metrics, _auroc(per_query), per_query))
+        reports.append(ModeReport(mode, metrics, _auroc(per_query), per_query, _ece(per_query)))
     return reports
+
+
+def add_self_calibration(reports: Sequence[ModeReport], mappings: dict[str, ConfidenceMapping]) -> None:
+    """Each report's AUROC and ECE again, with its mode's mapping applied to every query."""
+    for report in reports:
+        mapping = mappings.get(report.mode)
+        if mapping is None:
+            continue
+        after = [{**p, "confidence": mapping(float(p["confidence"]), p["qpp"])} for p in report.per_query]  # type: ignore[arg-type]
+        report.self_calibrated = {"confidence_auroc": _auroc(after), "confidence_ece": _ece(after),
+                                  "pseudo_queries": mapping.n_fitted, "pseudo_found": mapping.positives}
 
 
 def _check_modes(modes: Sequence[str]) -> None:
@@ -155,6 +178,11 @@ def _aggregate(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]
     judged_qrels = {q: docs for q, docs in qrels.items() if q in run}
     values = ir_measures.calc_aggregate(list(MEASURES.values()), judged_qrels, run)
     return {name: float(values[measure]) for name, measure in MEASURES.items()}
+
+
+def _ece(per_query: list[dict[str, object]]) -> float:
+    scores = [min(max(float(p["confidence"]), 0.0), 1.0) for p in per_query]  # type: ignore[arg-type]
+    return calibration_metrics(scores, [int(bool(p["hit_at_10"])) for p in per_query]).ece
 
 
 def _auroc(per_query: list[dict[str, object]]) -> float | None:
@@ -203,10 +231,16 @@ def evaluate_beir(
     limit: int | None = None,
     on_ingest_progress: Callable[[IngestProgress], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    self_calibration: int = 0,
+    on_calibration_progress: Callable[[int, int], None] | None = None,
     settings: Settings | None = None,
 ) -> EvaluationOutcome:
     """Check the inputs, ingest the corpus (if given; unchanged documents are skipped), then
-    evaluate every mode. Cheap checks come first, so a bad file fails before a long ingest."""
+    evaluate every mode. Cheap checks come first, so a bad file fails before a long ingest.
+
+    With `self_calibration` > 0, that many pseudo-questions of the collection fit each mode's
+    mapping (nothing is stored) and every report gets its figures after the mapping too.
+    The weighted sums before are `profile`'s weights, without any mapping it holds."""
     collection = collection.strip()
     if not collection:
         raise InputError("give a collection name to evaluate in")
@@ -220,6 +254,15 @@ def evaluate_beir(
             raise InputError(f"no documents could be read from the corpus {files.corpus} ({reasons})")
     reports = evaluate(queries, qrels, profile=profile, modes=modes, collection=collection, on_progress=on_progress,
                        settings=settings)
+    if self_calibration > 0:
+        try:
+            _pseudo, calibrated = fit_collection(collection, modes=modes, n=self_calibration, profile=profile,
+                                                 on_progress=on_calibration_progress, settings=settings)
+        except InputError as exc:  # too small a corpus to ask itself enough questions: say so, keep the figures
+            for report in reports:
+                report.self_calibrated = {"skipped": str(exc)}
+        else:
+            add_self_calibration(reports, {c.mode: c.mapping for c in calibrated})
     return EvaluationOutcome(collection, profile, reports, queries, summary)
 
 

@@ -113,6 +113,7 @@ def search_in_session(
         query_entities=extract_entities(query),
         depth=params.leg_depth,
         latency_ms=(time.perf_counter() - started) * 1000,
+        leg_scores=leg_scores(rows[0]) if rows else {},
         params={"k": params.k, "k1": params.k1, "b": params.b, "rrf_k": params.rrf_k,
                 "bm25_weight": params.bm25_weight, "dense_weight": params.dense_weight,
                 "collection": params.collection},
@@ -134,6 +135,11 @@ def hit_from_row(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
         dense_rank=row["dense_rank"],
         matched_idf_share=_opt_float(row["idf_share"]),
     )
+
+
+def leg_scores(row) -> dict[str, tuple[float, ...]]:  # type: ignore[no-untyped-def]
+    """Each leg's best raw scores, descending, from any row of a search (every row has them)."""
+    return {leg: tuple(float(s) for s in row[f"{leg}_leg"]) for leg in ("bm25", "dense") if row[f"{leg}_leg"]}
 
 
 def _opt_float(value: object) -> float | None:
@@ -240,11 +246,19 @@ dense AS (
     SELECT dense.*, row_number() OVER (ORDER BY sim DESC, chunk_id) AS rnk FROM dense
 )"""
 
+# Each leg's best LEG_SCORES raw scores, before fusion: query-performance prediction
+# (services/scoring/qpp.py) reads the shape of a leg's score list, which the fused top k
+# only samples. A leg a mode does not run is NULL.
+LEG_SCORES = 50
+_BM25_LEG = f"(SELECT (array_agg(score ORDER BY score DESC))[1:{LEG_SCORES}] FROM bm25)"
+_DENSE_LEG = f"(SELECT (array_agg(sim ORDER BY sim DESC))[1:{LEG_SCORES}] FROM dense)"
+_NO_LEG = "NULL::float8[]"
+
 # The k best fused rows first, then their text: joining every candidate would fetch text
 # for rows the LIMIT drops.
 HIT_COLUMNS = """
-SELECT f.*, c.document_id, c.text, d.external_id, d.title
-FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f
+SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg
+FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f CROSS JOIN legs
 JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = c.document_id
 ORDER BY f.fused DESC, f.chunk_id
 """
@@ -257,6 +271,7 @@ WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
            coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
              + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
     FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
+), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg
 ){HIT_COLUMNS}"""
 
 BM25_SQL = f"""
@@ -264,6 +279,7 @@ WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, fused AS (
     SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
            NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
     FROM bm25_ranked
+), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_NO_LEG} AS dense_leg
 ){HIT_COLUMNS}"""
 
 DENSE_SQL = f"""
@@ -271,6 +287,7 @@ WITH {COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
     SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
            sim AS dense_similarity, rnk AS dense_rank, sim AS fused
     FROM dense_ranked
+), legs AS (SELECT {_NO_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg
 ){HIT_COLUMNS}"""
 
 SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}

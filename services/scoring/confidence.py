@@ -28,6 +28,12 @@ How each raw metric becomes a component in [0, 1], and why:
 * low_diversity = 1 - (unique documents - 1) / (hits - 1)  (one hit: 1)
 * reranker_impact = 1 - Spearman(rerank order, fused order); reported, not weighted;
   None when no reranker ran.
+
+The weighted sum ranks retrievals but is no probability. When the profile holds a mapping
+self-calibration fitted for the retrieval's collection and mode (services.scoring.mapping),
+the confidence is that mapping of the weighted sum and the query-performance signals of
+each leg's raw scores (services.scoring.qpp, kept in the raw metrics as "qpp"); the
+contributions are scaled to add up to it, and the weighted sum stays in the breakdown.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import numpy as np
 
 from services.domain import Hit, RetrievalResult
 from services.retrieval.entities import mentions
+from services.retrieval.text import tokenize
+from services.scoring import qpp
 from services.scoring.weights import COMPONENTS, INTERPRETATIONS, WeightsProfile
 
 DENSE_FLOOR = 0.20  # seed 001's similarity floor: below it MiniLM matches are noise
@@ -55,6 +63,7 @@ SINGLE_LEG_AGREEMENT = 0.5
 @dataclass(frozen=True)
 class ConfidenceBreakdown:
     overall: float
+    weighted: float  # the weighted sum of the components, before any mapping
     level: str
     interpretation: str
     should_flag: bool
@@ -67,6 +76,7 @@ class ConfidenceBreakdown:
     def to_dict(self) -> dict[str, Any]:
         return {
             "overall_confidence": self.overall,
+            "weighted_confidence": self.weighted,
             "level": self.level,
             "interpretation": self.interpretation,
             "should_flag_for_review": self.should_flag,
@@ -107,8 +117,11 @@ def _clip01(value: float) -> float:
 
 # --- raw metrics and components ----------------------------------------------------------
 
-def raw_metrics(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode: str = "hybrid") -> dict[str, Any]:
-    """The seed's metrics, measured on the hits as ranked."""
+def raw_metrics(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode: str = "hybrid",
+                collection: str | None = None, query: str = "",
+                leg_scores: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
+    """The seed's metrics, measured on the hits as ranked, with the QPP signals of the legs'
+    raw scores and where the retrieval ran (what a mapping is looked up by) when given."""
     relevance = [hit_relevance(h) for h in hits]
     ordered = sorted(relevance, reverse=True)
     n = len(hits)
@@ -127,7 +140,16 @@ def raw_metrics(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode
         "linked_entities": linked,
         "query_entities": list(query_entities),
         "relevance": [round(r, 6) for r in relevance],
+        "mode": mode,
+        "collection": collection,
+        "qpp": qpp.signals(leg_scores or {}, query_terms=len(tokenize(query))),
     }
+
+
+def retrieval_metrics(result: RetrievalResult, *, top: int | None = None) -> dict[str, Any]:
+    """raw_metrics of a search's (first `top`) hits, with everything it knows about the search."""
+    return raw_metrics(result.hits[:top], result.query_entities, mode=result.mode, query=result.query,
+                       collection=result.params.get("collection"), leg_scores=result.leg_scores)
 
 
 def components_from_raw(raw: Mapping[str, Any]) -> np.ndarray:
@@ -154,23 +176,37 @@ def components(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode:
 
 
 def overall(component_vector: np.ndarray, profile: WeightsProfile) -> float:
-    """Retrieval confidence: the components weighted by `profile` (no default: every caller
-    says which profile it scores with, normally services.scoring.profiles.active_profile)."""
+    """The components weighted by `profile` (no default: every caller says which profile it
+    scores with, normally services.scoring.profiles.active_profile)."""
     return float(np.dot(profile.weight_vector(), component_vector))
 
 
+def mapped(weighted: float, raw: Mapping[str, Any], profile: WeightsProfile) -> float:
+    """The confidence: `weighted` through the profile's mapping for the retrieval's collection
+    and mode, or `weighted` itself where there is none."""
+    mapping = profile.mapping_for(raw.get("collection"), raw.get("mode"))
+    return mapping(weighted, raw.get("qpp") or {}) if mapping is not None else weighted
+
+
+def confidence_from_raw(raw: Mapping[str, Any], profile: WeightsProfile) -> float:
+    return mapped(overall(components_from_raw(raw), profile), raw, profile)
+
+
 def score_retrieval(result: RetrievalResult, profile: WeightsProfile) -> ConfidenceBreakdown:
-    raw = raw_metrics(result.hits, result.query_entities, mode=result.mode)
-    return breakdown_from_raw(raw, profile, reranker=result.reranker)
+    return breakdown_from_raw(retrieval_metrics(result), profile, reranker=result.reranker)
 
 
 def breakdown_from_raw(raw: Mapping[str, Any], profile: WeightsProfile, *, reranker: str = "none") -> ConfidenceBreakdown:
     vector = components_from_raw(raw)
     contributions = profile.weight_vector() * vector
-    total = float(contributions.sum())
+    weighted = float(contributions.sum())
+    total = mapped(weighted, raw, profile)
+    if total != weighted:
+        contributions = contributions * (total / weighted) if weighted > 0 else np.full(len(COMPONENTS), total / len(COMPONENTS))
     level = profile.level(total)
     return ConfidenceBreakdown(
         overall=total,
+        weighted=weighted,
         level=level,
         interpretation=INTERPRETATIONS[level],
         should_flag=level != "HIGH",

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from db.models import WeightsProfileRow
 from services.errors import NotFoundError, WorkbenchError
-from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile
+from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile, mappings_from_dict
 from services.store import transaction
 
 
@@ -32,7 +32,7 @@ class ScoringProfile(NamedTuple):
 
 def _to_profile(row: WeightsProfileRow) -> WeightsProfile:
     return WeightsProfile(name=row.name, version=row.version, weights=dict(row.weights),
-                          high=row.high, medium=row.medium, low=row.low)
+                          high=row.high, medium=row.medium, low=row.low, mappings=mappings_from_dict(row.mappings or {}))
 
 
 def active_profile(*, session: Session | None = None) -> ScoringProfile:
@@ -81,7 +81,8 @@ def save_profile(profile: WeightsProfile, *, created_by: str = "", notes: str = 
         if activate:
             session.execute(update(WeightsProfileRow).values(active=False).where(WeightsProfileRow.active))
         row = WeightsProfileRow(name=profile.name, version=version, weights=dict(profile.weights), high=profile.high,
-                                medium=profile.medium, low=profile.low, active=activate, created_by=created_by,
+                                medium=profile.medium, low=profile.low, mappings=profile.mappings_dict(),
+                                active=activate, created_by=created_by,
                                 notes=notes)
         session.add(row)
         session.flush()

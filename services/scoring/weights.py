@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from services.errors import InputError
+from services.scoring.mapping import ConfidenceMapping
 
 COMPONENTS = (
     "top_score",
@@ -51,6 +52,9 @@ class WeightsProfile:
     high: float = 0.85
     medium: float = 0.70
     low: float = 0.50
+    # collection -> retrieval mode -> the mapping self-calibration fitted there (empty: scores
+    # are the weighted sums everywhere)
+    mappings: Mapping[str, Mapping[str, ConfidenceMapping]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if set(self.weights) != set(COMPONENTS):
@@ -78,14 +82,28 @@ class WeightsProfile:
             return "LOW"
         return "VERY LOW"
 
+    def mapping_for(self, collection: str | None, mode: str | None) -> ConfidenceMapping | None:
+        return self.mappings.get(collection or "", {}).get(mode or "")
+
+    def mappings_dict(self) -> dict[str, dict[str, dict[str, Any]]]:
+        return {c: {m: mapping.to_dict() for m, mapping in by_mode.items()} for c, by_mode in self.mappings.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "weights": dict(self.weights),
+        data = {"name": self.name, "version": self.version, "weights": dict(self.weights),
                 "high": self.high, "medium": self.medium, "low": self.low}
+        return data | {"mappings": self.mappings_dict()} if self.mappings else data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WeightsProfile:
         return cls(name=data["name"], version=int(data["version"]), weights=dict(data["weights"]),
-                   high=float(data["high"]), medium=float(data["medium"]), low=float(data["low"]))
+                   high=float(data["high"]), medium=float(data["medium"]), low=float(data["low"]),
+                   mappings=mappings_from_dict(data.get("mappings") or {}))
+
+
+def mappings_from_dict(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, ConfidenceMapping]]:
+    if not isinstance(data, Mapping) or not all(isinstance(by_mode, Mapping) for by_mode in data.values()):
+        raise InputError("stored mappings must be an object of collections, each an object of retrieval modes")
+    return {c: {m: ConfidenceMapping.from_dict(d) for m, d in by_mode.items()} for c, by_mode in data.items()}
 
 
 DEFAULT_PROFILE = WeightsProfile()

@@ -26,6 +26,7 @@ from services.retrieval.evaluation import (
     load_queries,
 )
 from services.retrieval.search import default_params, search
+from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES
 from services.scoring.weights import DEFAULT_PROFILE
 
 TINY = "tiny-eval"
@@ -132,11 +133,13 @@ def test_the_cli_prints_exactly_what_evaluate_beir_reports(clean_db, tmp_path): 
     files = _beir_files(tmp_path)
     progress: list[tuple[int, int]] = []
     outcome = evaluate_beir(files, collection=" beir-tiny ", profile=DEFAULT_PROFILE, modes=["bm25", "hybrid"], limit=2,
-                            on_progress=lambda done, total: progress.append((done, total)))
+                            on_progress=lambda done, total: progress.append((done, total)),
+                            self_calibration=DEFAULT_PSEUDO_QUERIES)  # what the CLI does unless told otherwise
     assert outcome.collection == "beir-tiny" and outcome.ingest is not None and outcome.ingest.ingested == 3
     assert sorted(d.external_id for d in list_documents("beir-tiny")) == ["d1", "d2", "d3"]
     assert [q.query_id for q in outcome.queries] == ["q1", "q2"]  # judged queries, file order, the first two
     assert progress == [(i, 4) for i in range(1, 5)]
+    assert all("pseudo-questions" in str((r.self_calibrated or {}).get("skipped")) for r in outcome.reports)
 
     result = CliRunner().invoke(app, ["eval", "--corpus", str(files.corpus), "--queries", str(files.queries),
                                       "--qrels", str(files.qrels), "--modes", "bm25, hybrid", "--limit", "2",
