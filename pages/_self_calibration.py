@@ -140,5 +140,7 @@ def _render_result(result: SelfCalibration) -> None:
     st.caption("AUROC and ECE are measured on the half of the pseudo-questions each mapping was not fitted on. "
                "Before: the weighted sum of the components; after: the fitted mapping.")
     st.dataframe(results_frame(result), hide_index=True)
+    for mode, reason in result.skipped.items():
+        st.warning(as_plain(f"{mode}: not calibrated ({reason})"))
     for column, mode in zip(st.columns(len(result.modes)), result.modes):
         column.plotly_chart(before_after_figure(mode), key=f"tuning.selfcal.chart.{mode.mode}")

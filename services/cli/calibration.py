@@ -52,6 +52,8 @@ def calibrate(
     for m in result.modes:
         typer.echo(f"{m.mode:8} {_figure(m.before.auroc)} {_figure(m.after.auroc)} {_figure(m.before.ece)} "
                    f"{_figure(m.after.ece)} {f'{m.mapping.positives}/{m.mapping.n_fitted}':>9}")
+    for mode, reason in result.skipped.items():
+        typer.echo(f"{mode:8} not calibrated: {reason}")
     typer.echo(f"stored profile {result.profile.label} (id {result.profile_id}), now active")
 
 

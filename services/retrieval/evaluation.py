@@ -147,11 +147,13 @@ def evaluate(
     return reports
 
 
-def add_self_calibration(reports: Sequence[ModeReport], mappings: dict[str, ConfidenceMapping]) -> None:
+def add_self_calibration(reports: Sequence[ModeReport], mappings: dict[str, ConfidenceMapping],
+                         skipped: dict[str, str]) -> None:
     """Each report's AUROC and ECE again, with its mode's mapping applied to every query."""
     for report in reports:
         mapping = mappings.get(report.mode)
         if mapping is None:
+            report.self_calibrated = {"skipped": skipped.get(report.mode, "no mapping was fitted for this mode")}
             continue
         after = [{**p, "confidence": mapping(float(p["confidence"]), p["qpp"])} for p in report.per_query]  # type: ignore[arg-type]
         report.self_calibrated = {"confidence_auroc": _auroc(after), "confidence_ece": _ece(after),
@@ -256,13 +258,13 @@ def evaluate_beir(
                        settings=settings)
     if self_calibration > 0:
         try:
-            _pseudo, calibrated = fit_collection(collection, modes=modes, n=self_calibration, profile=profile,
+            _pseudo, calibrated, skipped = fit_collection(collection, modes=modes, n=self_calibration, profile=profile,
                                                  on_progress=on_calibration_progress, settings=settings)
         except InputError as exc:  # too small a corpus to ask itself enough questions: say so, keep the figures
             for report in reports:
                 report.self_calibrated = {"skipped": str(exc)}
         else:
-            add_self_calibration(reports, {c.mode: c.mapping for c in calibrated})
+            add_self_calibration(reports, {c.mode: c.mapping for c in calibrated}, skipped)
     return EvaluationOutcome(collection, profile, reports, queries, summary)
 
 

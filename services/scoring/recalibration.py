@@ -112,6 +112,7 @@ def describe_calibration(result: SelfCalibration) -> list[str]:
     for m in result.modes:
         lines.append(f"{m.mode}: AUROC {_figure(m.before.auroc)} -> {_figure(m.after.auroc)}, "
                      f"ECE {m.before.ece:.3f} -> {m.after.ece:.3f} ({m.mapping.positives}/{m.mapping.n_fitted} found)")
+    lines += [f"{mode}: not calibrated ({reason})" for mode, reason in result.skipped.items()]
     return lines
 
 

@@ -12,7 +12,7 @@ odd half of the sample); the stored mapping is then refitted on the whole sample
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.domain import RETRIEVAL_MODES, RetrievalResult
@@ -58,9 +58,10 @@ class SelfCalibration:
     modes: tuple[ModeCalibration, ...]
     profile: WeightsProfile  # the profile with the new mappings
     profile_id: int | None  # its stored id; None when it was not saved
+    skipped: dict[str, str] = field(default_factory=dict)  # mode -> why it has no new mapping
 
     def to_dict(self) -> dict[str, Any]:
-        return {"collection": self.collection, "pseudo_queries": self.pseudo_queries, "seed": self.seed,
+        return {"skipped": self.skipped} | {"collection": self.collection, "pseudo_queries": self.pseudo_queries, "seed": self.seed,
                 "profile": self.profile.label, "profile_id": self.profile_id,
                 "modes": {m.mode: {"found": m.mapping.positives, "method": m.mapping.method,
                                    "before": _summary(m.before), "after": _summary(m.after)} for m in self.modes}}
@@ -118,8 +119,10 @@ def held_out_reports(outcomes: Sequence[Outcome], *, method: str = "logistic") -
 def fit_collection(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n: int = DEFAULT_PSEUDO_QUERIES,
                    seed: int = 0, method: str = "logistic", profile: WeightsProfile,
                    on_progress: Callable[[int, int], None] | None = None,
-                   settings: Settings | None = None) -> tuple[list[PseudoQuery], list[ModeCalibration]]:
-    """Pseudo-questions of `collection`, searched in every mode, and each mode's fitted mapping."""
+                   settings: Settings | None = None
+                   ) -> tuple[list[PseudoQuery], list[ModeCalibration], dict[str, str]]:
+    """Pseudo-questions of `collection`, searched in every mode, each mode's fitted mapping, and
+    why a mode got none (all its questions found, or none); InputError when no mode got one."""
     settings = settings or get_settings()
     with transaction(settings) as session:
         queries = sample_pseudo_queries(session, collection=collection, n=n, seed=seed)
@@ -135,14 +138,21 @@ def fit_collection(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n
         if on_progress is not None:
             on_progress(done, total)
 
-    calibrated = []
+    calibrated, skipped = [], {}
     for mode in modes:
         outcomes = search_outcomes(texts, wanted, collection=collection, mode=mode, profile=profile,
                                    settings=settings, vectors=vectors, passages=[q.passage for q in queries],
                                    on_each=tick)
-        before, after = held_out_reports(outcomes, method=method)
-        calibrated.append(ModeCalibration(mode, fit_outcomes(outcomes, method=method), before, after))
-    return queries, calibrated
+        try:
+            before, after = held_out_reports(outcomes, method=method)
+            calibrated.append(ModeCalibration(mode, fit_outcomes(outcomes, method=method), before, after))
+        except InputError as exc:  # e.g. every question found: nothing to learn in this mode, the others stand
+            skipped[mode] = str(exc)
+    if not calibrated:
+        reasons = set(skipped.values())
+        raise InputError(reasons.pop() if len(reasons) == 1 else
+                         "; ".join(f"{mode}: {reason}" for mode, reason in skipped.items()))
+    return queries, calibrated, skipped
 
 
 def self_calibrate(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n: int = DEFAULT_PSEUDO_QUERIES,
@@ -152,7 +162,7 @@ def self_calibrate(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n
     """Fit `collection`'s mappings on the active profile's weights and store them as the next
     version of that profile (other collections' mappings carried over), active by default."""
     base = active_profile().weights
-    queries, calibrated = fit_collection(collection, modes=modes, n=n, seed=seed, method=method, profile=base,
+    queries, calibrated, skipped = fit_collection(collection, modes=modes, n=n, seed=seed, method=method, profile=base,
                                          on_progress=on_progress, settings=settings)
     mappings = {c: dict(by_mode) for c, by_mode in base.mappings.items()}
     mappings[collection] = {**mappings.get(collection, {}), **{m.mode: m.mapping for m in calibrated}}
@@ -160,4 +170,4 @@ def self_calibrate(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n
     profile_id, profile = save_profile(replace(base, mappings=mappings), created_by=created_by, activate=activate,
                                        notes=f"self-calibrated on '{collection}': {len(queries)} pseudo-questions "
                                              f"(seed {seed}, {method}); {found}")
-    return SelfCalibration(collection, len(queries), seed, tuple(calibrated), profile, profile_id)
+    return SelfCalibration(collection, len(queries), seed, tuple(calibrated), profile, profile_id, skipped)

@@ -27,7 +27,8 @@ from tests.security._support import save_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py")
+# common.py and _private modules are parts of pages, not pages (app.py names the pages)
+PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
 OIDC = {
     "auth": {"client_id": "workbench-test", "client_secret": "not-used", "redirect_uri": "http://localhost:8501/oauth2callback",
              "cookie_secret": "not-used", "server_metadata_url": "https://idp.example/.well-known/openid-configuration"},

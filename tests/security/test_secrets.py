@@ -34,7 +34,8 @@ DB_PASSWORD = "p4ssw0rdSECRET"
 # Port 1 on loopback refuses at once: the error path runs without waiting for a timeout.
 UNREACHABLE_URL = f"postgresql://workbench:{DB_PASSWORD}@127.0.0.1:1/workbench"
 SECRETS = (API_KEY, DB_PASSWORD, "TESTSECRET", "p4ssw0rd")  # also a fragment of each, in case of truncation
-PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py")
+# common.py and _private modules are parts of pages, not pages (app.py names the pages)
+PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
 
 
 def leaked(*texts: object) -> list[str]:

@@ -19,6 +19,8 @@ from services.retrieval.evaluation import (
     DOC_DEPTH,
     BeirFiles,
     EvalQuery,
+    ModeReport,
+    add_self_calibration,
     evaluate,
     evaluate_beir,
     load_judged_queries,
@@ -26,6 +28,7 @@ from services.retrieval.evaluation import (
     load_queries,
 )
 from services.retrieval.search import default_params, search
+from services.scoring.mapping import ConfidenceMapping
 from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES
 from services.scoring.weights import DEFAULT_PROFILE
 
@@ -245,3 +248,16 @@ def test_eval_with_unreadable_corpus_exits_1_instead_of_scoring_nothing(tmp_path
 
 def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def test_self_calibrated_figures_apply_each_modes_mapping_and_name_a_skipped_mode():
+    per_query = [{"query_id": f"q{i}", "confidence": c, "qpp": {}, "hit_at_10": hit}
+                 for i, (c, hit) in enumerate([(0.2, False), (0.4, True), (0.6, False), (0.8, True)])]
+    hybrid, bm25 = ModeReport("hybrid", {}, 0.75, list(per_query)), ModeReport("bm25", {}, 0.75, list(per_query))
+    # a decreasing isotonic mapping reverses the ranking: AUROC 0.75 becomes 0.25
+    reverse = ConfidenceMapping("isotonic", x=(0.0, 1.0), y=(1.0, 0.0), n_fitted=60, positives=30)
+    add_self_calibration([hybrid, bm25], {"hybrid": reverse}, {"bm25": "every pseudo-question was found"})
+    assert hybrid.self_calibrated is not None and hybrid.self_calibrated["confidence_auroc"] == 0.25
+    assert hybrid.self_calibrated["pseudo_queries"] == 60 and hybrid.self_calibrated["pseudo_found"] == 30
+    assert bm25.self_calibrated == {"skipped": "every pseudo-question was found"}
+    assert bm25.to_dict()["self_calibrated"] == {"skipped": "every pseudo-question was found"}
