@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--backend", choices=("offline", "openai-compatible"), default="offline")
+    parser.add_argument("--self-calibrate", action="store_true",
+                        help="self-calibrate the corpus after ingest, so retrieval confidence is its fitted mapping")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -66,6 +68,11 @@ def main() -> None:
     try:
         with phase("ingest SQuAD corpus (real model)", timings):
             ingest_paths([SQUAD_DIR / "corpus.jsonl"])
+        if args.self_calibrate:
+            from services.scoring.self_calibration import self_calibrate
+
+            with phase("self-calibrate the corpus", timings):
+                self_calibrate("default", created_by="bench/pipeline.py")
         answerable, unanswerable = squad_sample(args.per_class, seed=args.seed)
         sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
         results: dict[str, dict] = {}
@@ -108,6 +115,7 @@ def main() -> None:
                           for p, r in results.items()},
             "questions_per_class": args.per_class,
             "backend": backend.label,
+            "self_calibrated": args.self_calibrate,
             "timings_s": timings,
             "machine": machine(),
             "date": today(),

@@ -22,7 +22,7 @@ from services.retrieval.search import default_params, search_in_session
 from services.scoring import qpp
 from services.scoring.calibration import CalibrationReport, calibration_metrics
 from services.scoring.confidence import components_from_raw, overall, retrieval_metrics
-from services.scoring.mapping import ConfidenceMapping, fit_mapping
+from services.scoring.mapping import METHODS, ConfidenceMapping, fit_mapping
 from services.scoring.profiles import active_profile, save_profile
 from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES, PseudoQuery, sample_pseudo_queries
 from services.scoring.weights import WeightsProfile
@@ -61,10 +61,11 @@ class SelfCalibration:
     skipped: dict[str, str] = field(default_factory=dict)  # mode -> why it has no new mapping
 
     def to_dict(self) -> dict[str, Any]:
-        return {"skipped": self.skipped} | {"collection": self.collection, "pseudo_queries": self.pseudo_queries, "seed": self.seed,
+        return {"collection": self.collection, "pseudo_queries": self.pseudo_queries, "seed": self.seed,
                 "profile": self.profile.label, "profile_id": self.profile_id,
                 "modes": {m.mode: {"found": m.mapping.positives, "method": m.mapping.method,
-                                   "before": _summary(m.before), "after": _summary(m.after)} for m in self.modes}}
+                                   "before": _summary(m.before), "after": _summary(m.after)} for m in self.modes},
+                "skipped": self.skipped}
 
 
 def _summary(report: CalibrationReport) -> dict[str, float | None]:
@@ -123,6 +124,8 @@ def fit_collection(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n
                    ) -> tuple[list[PseudoQuery], list[ModeCalibration], dict[str, str]]:
     """Pseudo-questions of `collection`, searched in every mode, each mode's fitted mapping, and
     why a mode got none (all its questions found, or none); InputError when no mode got one."""
+    if method not in METHODS:  # before a minute of searching, not after
+        raise InputError(f"unknown mapping method '{method}' (use {' or '.join(METHODS)})")
     settings = settings or get_settings()
     with transaction(settings) as session:
         queries = sample_pseudo_queries(session, collection=collection, n=n, seed=seed)
