@@ -42,6 +42,7 @@ def embedded_uri(data_dir: Path) -> str:
         try:
             pgdata.mkdir(parents=True, exist_ok=True)  # ourselves: pgserver races on a fresh dir
             with pgserver.PostgresServer._lock:
+                _forget_foreign_postmaster(pgdata)
                 _drop_dead_handles(pgdata)
                 known = pgserver.PostgresServer._instances.get(pgdata)
                 if known is not None and not known.get_postmaster_info().is_running():
@@ -86,6 +87,37 @@ def write_server_settings(pgdata: Path) -> None:
             handle.write(f"\n{include}\n")
 
 
+def _forget_foreign_postmaster(pgdata: Path) -> None:
+    """Remove a postmaster.pid whose live pid is not this data dir's server.
+
+    After a crash the file stays behind and its pid may be reused by any process: pgserver
+    would adopt that process as our server, fail to connect, and kill it at exit. Postgres
+    itself ignores a file naming a dead pid, but refuses to start while that pid lives.
+    """
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().split("\n", 1)[0])
+    except FileNotFoundError:
+        return
+    except ValueError:  # not a pid at all: no server wrote this
+        pidfile.unlink()
+        return
+    if psutil.pid_exists(pid) and not is_our_postmaster(pid, pgdata):
+        pidfile.unlink()
+
+
+def is_our_postmaster(pid: int, pgdata: Path) -> bool:
+    """Whether `pid` is a postgres server started on `pgdata` (its -D argument says so)."""
+    try:
+        cmdline = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    if not cmdline or Path(cmdline[0]).name != "postgres":
+        return False
+    data_dirs = [value for flag, value in zip(cmdline, cmdline[1:]) if flag == "-D"]
+    return any(Path(value).resolve() == pgdata.resolve() for value in data_dirs)
+
+
 def _drop_dead_handles(pgdata: Path) -> None:
     """Remove pids of processes that died without cleanup (SIGKILL, OOM).
 
@@ -119,6 +151,7 @@ def _drop_dead_handles_at_exit(pgdata: Path) -> None:
 
         try:
             with pgserver.PostgresServer._lock:
+                _forget_foreign_postmaster(pgdata)
                 _drop_dead_handles(pgdata)
         except OSError:
             pass  # the data dir is gone already: nothing left to release
@@ -145,11 +178,12 @@ def handle_pids(data_dir: Path) -> list[int]:
 
 def postgres_pid(data_dir: Path) -> int | None:
     """The postmaster pid if the embedded server is running."""
-    pidfile = Path(data_dir).expanduser().resolve() / "pgdata" / "postmaster.pid"
-    if not pidfile.exists():
+    pgdata = Path(data_dir).expanduser().resolve() / "pgdata"
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (FileNotFoundError, ValueError):
         return None
-    pid = int(pidfile.read_text().splitlines()[0])
-    return pid if psutil.pid_exists(pid) else None
+    return pid if is_our_postmaster(pid, pgdata) else None
 
 
 __all__ = ["EmbeddedServerError", "embedded_uri", "handle_pids", "postgres_pid"]
