@@ -60,7 +60,8 @@ def ask(
 
 @app.command("export")
 def export_runs(
-    output: Path = typer.Option(..., "-o", "--output", help="File to write; replaced atomically, never left half-written."),
+    output: Path = typer.Option(..., "-o", "--output", help="File to write (replaced atomically, never left half-written, "
+                                "its mode kept; a symlink, FIFO or device is written through), or - for standard output."),
     fmt: str = typer.Option("jsonl", "--format", help="csv, jsonl or parquet."),
     status: Optional[list[str]] = typer.Option(None, "--status", help="Status to include; repeat or comma-separate (default: all)."),
     verdict: Optional[str] = typer.Option(None, help="Current review verdict: approved, flagged or corrected."),
@@ -83,7 +84,8 @@ def export_runs(
         )
         check_format(fmt)
         records = export_records(filters)
-        write_export(records, fmt, output)
+        to_stdout = str(output) == "-"
+        write_export(records, fmt, sys.stdout.buffer if to_stdout else output)
     except WorkbenchError as exc:
         fail(exc)
-    typer.echo(f"exported {len(records)} records to {output}", err=True)
+    typer.echo(f"exported {len(records)} records to {'standard output' if to_stdout else output}", err=True)

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import stat
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,25 +96,50 @@ def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
 
 
 def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> None:
-    """Write the export to an open binary file, or atomically to a path.
-
-    A path is written through a temporary file in the same directory and then renamed
-    over the destination, so a failed export never leaves a half-written file behind.
-    """
+    """Write the export to an open binary file, or to a path (see `_write_path`)."""
     data = export_bytes(records, fmt)
-    if not isinstance(destination, (str, Path)):
+    if isinstance(destination, (str, Path)):
+        _write_path(Path(destination), data)
+    else:
         destination.write(data)
-        return
-    path = Path(destination)
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write {path}: directory {path.parent} does not exist")
-    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+
+
+def _write_path(path: Path, data: bytes) -> None:
+    """Replace a regular file atomically, keeping its mode; write through anything else that takes bytes.
+
+    A regular file is written through a temporary file in the same directory and renamed over
+    it, so a failed export never leaves a half-written file behind. A symlink is followed (the
+    file it names is replaced, the link stays); a FIFO or a device (`/dev/null`) is written
+    into, since renaming over it would swap it for a regular file.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        existing: os.stat_result | None = target.stat()
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        if stat.S_ISFIFO(existing.st_mode) or stat.S_ISCHR(existing.st_mode):
+            try:
+                with open(target, "wb") as handle:
+                    handle.write(data)
+            except OSError as exc:
+                raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            return
+        kind = "a directory" if stat.S_ISDIR(existing.st_mode) else "not a regular file"
+        raise InputError(f"cannot write {path}: it is {kind}; give a file name")
+    if not target.parent.is_dir():
+        raise InputError(f"cannot write {path}: directory {target.parent} does not exist")
+    temporary = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(temporary, "xb") as handle:
             handle.write(data)
             handle.flush()
+            if existing is not None:  # the replaced file's permissions, not the umask's
+                os.fchmod(handle.fileno(), stat.S_IMODE(existing.st_mode))
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
