@@ -25,6 +25,9 @@ FLAG_REASONS = (
     "question out of scope",
     "other",
 )
+# Verdicts the demo's answer key gives (services.demo) are stored under this name, so every
+# view of a verdict (queue, history, export) says it is not a person's; nobody may take it.
+ANSWER_KEY_REVIEWER = "demo answer key"
 MAX_COMMENT_CHARS = 5_000
 MAX_ANSWER_CHARS = 20_000
 _MAX_ID = 2**63 - 1  # runs.id is a bigint
@@ -47,11 +50,15 @@ class Review:
         return {**asdict(self), "created_at": self.created_at.isoformat()}
 
 
-def _validate(action: str, reviewer: str, comment: str, flag_reason: str | None, corrected_answer: str | None) -> None:
+def _validate(action: str, reviewer: str, comment: str, flag_reason: str | None, corrected_answer: str | None,
+              answer_key: bool) -> None:
     if action not in ACTIONS:
         raise InputError(f"unknown review action '{action}' (use approve, flag or correct)")
     if not reviewer or not reviewer.strip():
         raise InputError("set your reviewer name (sidebar) before reviewing: every action records who took it")
+    if not answer_key and reviewer.strip().casefold() == ANSWER_KEY_REVIEWER:
+        raise InputError(f"'{ANSWER_KEY_REVIEWER}' is reserved for the demo's answer-key verdicts; "
+                         "review under your own name")
     if len(comment) > MAX_COMMENT_CHARS:
         raise InputError(f"the comment is {len(comment):,} characters; keep it under {MAX_COMMENT_CHARS:,}")
     if action == "flag" and flag_reason not in FLAG_REASONS:
@@ -88,13 +95,15 @@ def submit_review(
     comment: str = "",
     flag_reason: str | None = None,
     corrected_answer: str | None = None,
+    answer_key: bool = False,
 ) -> Review:
     """Land one review action, or raise ConflictError if the run changed since it was read.
 
     The update only matches the version the reviewer saw, so of two reviewers saving over
     the same version exactly one lands; the other is told what changed, nothing is lost.
+    `answer_key` marks the demo's answer-key verdicts (reviewer ANSWER_KEY_REVIEWER).
     """
-    _validate(action, reviewer, comment, flag_reason, corrected_answer)
+    _validate(action, reviewer, comment, flag_reason, corrected_answer, answer_key)
     if not 0 < run_id <= _MAX_ID:
         raise NotFoundError(f"run {run_id} does not exist")
     now = datetime.now(UTC)
