@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import signal
 import sys
 import threading
 from pathlib import Path
 
-import psutil
+from db._pgdata import (
+    DataDirError,
+    check_owner,
+    drop_dead_handles,
+    forget_foreign_postmaster,
+    is_our_postmaster,
+    move_initdb_result,
+    read_handles,
+    shell_safe_path,
+    staging_dir,
+)
 
 _START_LOCK = threading.Lock()  # pgserver's own lock is per process; threads in one race
 
@@ -40,10 +49,12 @@ def embedded_uri(data_dir: Path) -> str:
     pgdata = Path(data_dir).expanduser().resolve() / "pgdata"
     with _START_LOCK:
         try:
+            check_owner(pgdata)
             pgdata.mkdir(parents=True, exist_ok=True)  # ourselves: pgserver races on a fresh dir
             with pgserver.PostgresServer._lock:
-                _forget_foreign_postmaster(pgdata)
-                _drop_dead_handles(pgdata)
+                pgdata = shell_safe_path(pgdata, pgserver.PostgresServer.runtime_path)
+                forget_foreign_postmaster(pgdata)
+                drop_dead_handles(pgdata)
                 known = pgserver.PostgresServer._instances.get(pgdata)
                 if known is not None and not known.get_postmaster_info().is_running():
                     # Stopped or killed under this process: get_server would hand back the
@@ -51,6 +62,8 @@ def embedded_uri(data_dir: Path) -> str:
                     known.ensure_postgres_running()
             server = known or _configured_server_class()(pgdata, cleanup_mode="stop")
             _drop_dead_handles_at_exit(pgdata)
+        except DataDirError as exc:
+            raise EmbeddedServerError(str(exc)) from exc
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
             log = pgdata / "log"
             tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
@@ -63,12 +76,21 @@ def embedded_uri(data_dir: Path) -> str:
 
 @functools.cache
 def _configured_server_class() -> type:
-    """pgserver's server with our settings written between initdb and the first start."""
+    """pgserver's server, initialised in a staging dir, with our settings written before the first start."""
     import pgserver
 
     class ConfiguredServer(pgserver.PostgresServer):  # type: ignore[misc]
         def ensure_pgdata_inited(self) -> None:
-            super().ensure_pgdata_inited()
+            if not (self.pgdata / "PG_VERSION").exists():
+                pgdata, staging = self.pgdata, staging_dir(self.pgdata)
+                staging.mkdir()
+                self.pgdata = staging
+                try:
+                    super().ensure_pgdata_inited()  # initdb (and, as root, its permissions) on the staging dir
+                finally:
+                    self.pgdata = pgdata
+                move_initdb_result(staging, pgdata)
+            super().ensure_pgdata_inited()  # as root: permissions; initdb is skipped now
             write_server_settings(self.pgdata)
 
     return ConfiguredServer
@@ -87,55 +109,6 @@ def write_server_settings(pgdata: Path) -> None:
             handle.write(f"\n{include}\n")
 
 
-def _forget_foreign_postmaster(pgdata: Path) -> None:
-    """Remove a postmaster.pid whose live pid is not this data dir's server.
-
-    After a crash the file stays behind and its pid may be reused by any process: pgserver
-    would adopt that process as our server, fail to connect, and kill it at exit. Postgres
-    itself ignores a file naming a dead pid, but refuses to start while that pid lives.
-    """
-    pidfile = pgdata / "postmaster.pid"
-    try:
-        pid = int(pidfile.read_text().split("\n", 1)[0])
-    except FileNotFoundError:
-        return
-    except ValueError:  # not a pid at all: no server wrote this
-        pidfile.unlink()
-        return
-    if psutil.pid_exists(pid) and not is_our_postmaster(pid, pgdata):
-        pidfile.unlink()
-
-
-def is_our_postmaster(pid: int, pgdata: Path) -> bool:
-    """Whether `pid` is a postgres server started on `pgdata` (its -D argument says so)."""
-    try:
-        cmdline = psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return False
-    if not cmdline or Path(cmdline[0]).name != "postgres":
-        return False
-    data_dirs = [value for flag, value in zip(cmdline, cmdline[1:]) if flag == "-D"]
-    return any(Path(value).resolve() == pgdata.resolve() for value in data_dirs)
-
-
-def _drop_dead_handles(pgdata: Path) -> None:
-    """Remove pids of processes that died without cleanup (SIGKILL, OOM).
-
-    pgserver stops the server only when its own pid is the last one listed, so one stale
-    pid would keep the server running forever after everyone has gone.
-    """
-    handles = pgdata / ".handle_pids.json"
-    if not handles.exists():
-        return
-    try:
-        pids = json.loads(handles.read_text() or "[]")
-    except json.JSONDecodeError:
-        pids = []
-    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
-    if alive != pids:
-        handles.write_text(json.dumps(alive))
-
-
 def _drop_dead_handles_at_exit(pgdata: Path) -> None:
     """At exit, drop dead pids before pgserver's own hook decides whether we are the last user.
 
@@ -151,8 +124,7 @@ def _drop_dead_handles_at_exit(pgdata: Path) -> None:
 
         try:
             with pgserver.PostgresServer._lock:
-                _forget_foreign_postmaster(pgdata)
-                _drop_dead_handles(pgdata)
+                drop_dead_handles(pgdata)
         except OSError:
             pass  # the data dir is gone already: nothing left to release
 
@@ -172,8 +144,7 @@ def _stop_cleanly_on_sigterm() -> None:
 
 def handle_pids(data_dir: Path) -> list[int]:
     """The pids currently registered as users of the embedded server (for diagnostics)."""
-    handles = Path(data_dir).expanduser().resolve() / "pgdata" / ".handle_pids.json"
-    return json.loads(handles.read_text() or "[]") if handles.exists() else []
+    return read_handles(Path(data_dir).expanduser().resolve() / "pgdata") or []
 
 
 def postgres_pid(data_dir: Path) -> int | None:
