@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -91,7 +92,7 @@ def evaluate(
     queries: Path = typer.Option(..., help="BEIR queries.jsonl."),
     qrels: Path = typer.Option(..., help="BEIR qrels TSV."),
     modes: str = typer.Option("bm25,dense,hybrid", help="Comma-separated modes."),
-    collection: Optional[str] = typer.Option(None, help="Collection (default: eval-<corpus dir name>)."),
+    collection: Optional[str] = typer.Option(None, help="Collection (default: eval-<corpus dir name>-<hash of its path>)."),
     limit: Optional[int] = typer.Option(None, help="Evaluate only the first N judged queries."),
     self_calibration: int = typer.Option(
         DEFAULT_PSEUDO_QUERIES, min=0,
@@ -104,7 +105,7 @@ def evaluate(
     from services.retrieval.evaluation import BeirFiles, evaluate_beir
     from services.scoring.profiles import active_profile
 
-    name = collection or (f"eval-{corpus.resolve().parent.name}" if corpus else "default")
+    name = collection or (default_eval_collection(corpus) if corpus else "default")
 
     def progress(done: int, total: int) -> None:
         bar.total = total
@@ -120,9 +121,11 @@ def evaluate(
     except WorkbenchError as exc:
         fail(exc)
     reports, n_queries = outcome.reports, len(outcome.queries)
+    for warning in outcome.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if as_json:
         emit({"collection": outcome.collection, "queries": n_queries, "profile": outcome.profile.label,
-               "modes": {r.mode: r.to_dict() for r in reports}})
+               "modes": {r.mode: r.to_dict() for r in reports}, "warnings": outcome.warnings})
         return
     typer.echo(f"{'mode':8} {'nDCG@10':>8} {'R@100':>8} {'MRR@10':>8} {'AUROC':>6} {'ECE':>6} {'AUROC*':>6} {'ECE*':>6}"
                f"   ({n_queries} queries, profile {outcome.profile.label}; * after self-calibration)")
@@ -135,6 +138,12 @@ def evaluate(
                    f"{_figure(after.get('confidence_auroc'))} {_figure(after.get('confidence_ece'))}")
     if skipped:
         typer.echo(f"self-calibration skipped: {skipped}")
+
+
+def default_eval_collection(corpus: Path) -> str:
+    """eval-<folder>-<hash of the corpus path>: two corpora in folders of the same name never share one."""
+    resolved = corpus.resolve()
+    return f"eval-{resolved.parent.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
 
 
 def _figure(value: object) -> str:

@@ -8,9 +8,6 @@ self-calibration (services.scoring.self_calibration, which never reads the qrels
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +18,12 @@ from ir_measures import RR, R, nDCG
 from sklearn.metrics import roc_auc_score
 
 from services.answering.llm.base import AnswerBackend
+from services.corpus.indexing import find_collection, known_hashes
 from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.retrieval import embedding
+from services.retrieval.beir_files import EvalQuery, load_qrels, load_queries, named, read_qrels, read_queries  # noqa: F401  (loaders re-exported)
 from services.retrieval.search import default_params, search_in_session
 from services.scoring.calibration import calibration_metrics
 from services.scoring.confidence import components_from_raw, overall, retrieval_metrics
@@ -36,12 +35,6 @@ from services.store import transaction
 
 MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
 DOC_DEPTH = 100  # documents ranked per query (Recall@100 needs 100)
-
-
-@dataclass(frozen=True)
-class EvalQuery:
-    query_id: str
-    text: str
 
 
 @dataclass
@@ -62,41 +55,6 @@ class ModeReport:
         if with_queries:
             data["per_query"] = self.per_query
         return data
-
-
-def load_queries(path: Path) -> list[EvalQuery]:
-    queries = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            queries.append(EvalQuery(str(obj["_id"]), str(obj["text"])))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{path}: line {lineno} is not a BEIR query ({{\"_id\", \"text\"}}): {exc}") from exc
-    return queries
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-
-
-def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels TSV (query-id, corpus-id, score), header optional."""
-    qrels: dict[str, dict[str, int]] = {}
-    for lineno, row in enumerate(csv.reader(io.StringIO(_read_text(path), newline=""), delimiter="\t"), 1):
-        if not row or (lineno == 1 and row[0] == "query-id"):
-            continue
-        try:
-            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
-        except (IndexError, ValueError) as exc:
-            raise InputError(f"{path}: line {lineno} is not 'query-id<TAB>corpus-id<TAB>score'") from exc
-    return qrels
 
 
 def evaluate(
@@ -211,17 +169,40 @@ class EvaluationOutcome:
     reports: list[ModeReport]  # in the order the modes were asked for
     queries: list[EvalQuery]  # the judged queries that were evaluated, in file order
     ingest: IngestSummary | None  # None when no corpus was given
+    warnings: list[str] = field(default_factory=list)  # every query, judgement or document left out, by id
 
 
-def load_judged_queries(files: BeirFiles, limit: int | None = None) -> tuple[list[EvalQuery], dict[str, dict[str, int]]]:
-    """The queries that have a relevance judgement, in file order (the first `limit`; None: all)."""
+def load_judged_queries(files: BeirFiles, limit: int | None = None,
+                        warnings: list[str] | None = None) -> tuple[list[EvalQuery], dict[str, dict[str, int]]]:
+    """The queries that have a relevance judgement, in file order (the first `limit`; None: all).
+    What is left out is appended to `warnings` (when given), one line per line or kind of id."""
     if limit is not None and limit < 1:
         raise InputError(f"the query limit must be at least 1 (got {limit}); leave it out to evaluate every query")
-    qrels = load_qrels(files.qrels)
-    queries = [q for q in load_queries(files.queries) if qrels.get(q.query_id)]
+    qrels, qrels_warnings = read_qrels(files.qrels)
+    query_file = read_queries(files.queries)
+    queries = [q for q in query_file.queries if qrels.get(q.query_id)]
     if not queries:
         raise InputError("none of the queries has a relevance judgement in the qrels file")
+    if warnings is not None:
+        unjudged = [q.query_id for q in query_file.queries if not qrels.get(q.query_id)]
+        asked = {q.query_id for q in query_file.queries}
+        unasked = [query_id for query_id in qrels if query_id not in asked]
+        warnings.extend(query_file.warnings + qrels_warnings)
+        if unjudged:
+            warnings.append(f"{len(unjudged)} queries have no relevance judgement and were left out: {named(unjudged)}")
+        if unasked:
+            warnings.append(f"{len(unasked)} judged query ids are not in {files.queries} (or were left out): {named(unasked)}")
     return queries[:limit], qrels
+
+
+def _unknown_documents(queries: Sequence[EvalQuery], qrels: dict[str, dict[str, int]], collection: str,
+                       settings: Settings | None) -> list[str]:
+    """Judged document ids the collection does not hold: they can only ever score 0."""
+    judged = sorted({doc for q in queries for doc in qrels[q.query_id]})
+    with transaction(settings) as session:
+        collection_id = find_collection(session, collection)
+        known = set() if collection_id is None else set(known_hashes(session, collection_id, judged))
+    return [doc for doc in judged if doc not in known]
 
 
 def evaluate_beir(
@@ -247,13 +228,17 @@ def evaluate_beir(
     if not collection:
         raise InputError("give a collection name to evaluate in")
     _check_modes(modes)
-    queries, qrels = load_judged_queries(files, limit)
+    warnings: list[str] = []
+    queries, qrels = load_judged_queries(files, limit, warnings)
     summary = None
     if files.corpus is not None:
         summary = ingest_paths([files.corpus], collection=collection, on_progress=on_ingest_progress, settings=settings)
         if summary.ingested + summary.replaced + summary.unchanged == 0:
             reasons = "; ".join(f"{s.source}: {s.reason}" for s in summary.skipped[:3])
             raise InputError(f"no documents could be read from the corpus {files.corpus} ({reasons})")
+    if unknown := _unknown_documents(queries, qrels, collection, settings):
+        warnings.append(f"{len(unknown)} judged documents are not in the collection {collection!r} and score 0 "
+                        f"wherever they are relevant: {named(unknown)}")
     reports = evaluate(queries, qrels, profile=profile, modes=modes, collection=collection, on_progress=on_progress,
                        settings=settings)
     if self_calibration > 0:
@@ -265,7 +250,7 @@ def evaluate_beir(
                 report.self_calibrated = {"skipped": str(exc)}
         else:
             add_self_calibration(reports, {c.mode: c.mapping for c in calibrated}, skipped)
-    return EvaluationOutcome(collection, profile, reports, queries, summary)
+    return EvaluationOutcome(collection, profile, reports, queries, summary, warnings)
 
 
 def queue_evaluation_runs(

@@ -4,7 +4,7 @@ a smaller sample), and not one exception other than a WorkbenchError. Queries ar
 refused and searching never writes; reviews land or are refused with the history matching;
 export filters validate and select exactly what they say, SQL metacharacters included. Each
 property runs inside a plain test that asserts how many cases it generated. Uploads are in
-test_bad_input_upload_properties.py.
+test_bad_input_upload_properties.py, eval queries, qrels and limits in test_bad_input_eval_properties.py.
 """
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ def test_the_cli_prints_exactly_what_evaluate_beir_reports(clean_db, tmp_path): 
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data == {"collection": "beir-tiny", "queries": 2, "profile": DEFAULT_PROFILE.label,
-                    "modes": {r.mode: r.to_dict() for r in outcome.reports}}
+                    "modes": {r.mode: r.to_dict() for r in outcome.reports}, "warnings": outcome.warnings}
+    assert outcome.warnings == ["1 queries have no relevance judgement and were left out: 'q-unjudged'"]
 
 
 def test_evaluate_beir_checks_the_cheap_inputs_before_a_long_ingest(clean_db, tmp_path):  # type: ignore[no-untyped-def]
