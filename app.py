@@ -7,8 +7,9 @@ from pages.common import render_sidebar, require_sign_in
 st.set_page_config(page_title="RAG Confidence Workbench", page_icon=":material/fact_check:", layout="wide")
 require_sign_in()
 navigation = st.navigation({
+    "Start": [st.Page("pages/home.py", title="Start here", icon=":material/waving_hand:", default=True)],
     "Answer": [
-        st.Page("pages/ask.py", title="Ask", icon=":material/chat:", default=True),
+        st.Page("pages/ask.py", title="Ask", icon=":material/chat:"),
         st.Page("pages/search.py", title="Search", icon=":material/search:"),
     ],
     "Review": [

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from pages import _demo as demo
 from pages.common import (
     corpus_stats_or_error,
     empty_state,
@@ -117,8 +118,10 @@ def main() -> None:
     stats = corpus_stats_or_error()
     if stats is None:
         return
+    _render_demo_offer()
     if stats.chunks == 0:
-        empty_state("The corpus is empty: there is nothing to answer from yet. Add documents or load the demo handbook.",
+        empty_state("The corpus is empty: there is nothing to answer from yet. Add documents on the Corpus page, or "
+                    "load the demo runs above (they bring the demo handbook).",
                     "pages/corpus.py", "Open the Corpus page", ":material/library_books:")
         return
     preset, asked = _render_question_form()
@@ -127,9 +130,27 @@ def main() -> None:
         if run_id is None:
             return
         st.session_state[RUN_ID_KEY] = run_id
+        demo.cached_demo_status.clear()  # the store has a run now: the demo offer goes
     run = run_or_error(st.session_state.get(RUN_ID_KEY))
     if run is not None:
         _render_run(run, user)
+
+
+def _render_demo_offer() -> None:
+    """On a store without runs, the one-click way to fill every page with real runs."""
+    demo.render_notice()
+    try:
+        empty = demo.cached_demo_status().store_empty
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    if not empty:
+        return
+    with st.container(border=True):
+        st.markdown("**New here?** No question has been answered yet, so the review queue, router paths and "
+                    "calibration are empty. Ask one below, or load the demo runs: the handbook's 25 questions "
+                    "answered with every preset.")
+        demo.render_load_button("ask")
 
 
 def _render_question_form() -> tuple[str, bool]:

@@ -10,10 +10,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages import _demo as demo
 from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
 from services.answering.presets import PRESETS
 from services.charts import evaluation as charts
 from services.corpus.ingest import IngestProgress, IngestSummary
+from services.demo.answer_key import DEMO_BEIR_FILES
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
 from services.retrieval.evaluation import BeirFiles, EvalQuery, EvaluationOutcome, ModeReport, evaluate_beir, queue_evaluation_runs
@@ -128,10 +130,36 @@ def main() -> None:
         show_error(exc)
         return
     _render_run_form()
+    if not st.session_state.get(REPORTS_KEY):
+        _render_demo_evaluation()
     reports = st.session_state.get(REPORTS_KEY)
     if reports:
         _render_results(reports)
         _render_push(user.name or "evaluation")
+
+
+def _render_demo_evaluation() -> None:
+    """With the demo runs loaded, the demo questions are evaluated at once (a second or two);
+    otherwise a button offers it."""
+    try:
+        loaded = demo.cached_demo_status().demo_runs > 0
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    if not loaded:
+        st.info("Nothing has been evaluated in this session. Give a BEIR set above, or evaluate the demo questions: "
+                "the handbook's answerable questions with the documents that answer them, searched in the Ask "
+                "page's corpus.")
+        if not st.button("Evaluate the demo questions", key="evaluate.demo"):
+            return
+    try:
+        with st.spinner("Evaluating the demo questions…"):
+            outcome = run_evaluation(DEMO_BEIR_FILES, collection="default", modes=RETRIEVAL_MODES)
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    _remember(outcome)
+    st.session_state[INGEST_LINE_KEY] = "the demo questions and their answer key (services/demo_data)"
 
 
 def _render_run_form() -> None:
@@ -186,6 +214,10 @@ def _render_run_form() -> None:
         ingest_bar.empty()
     else:
         ingest_bar.progress(1.0, text="corpus ingested")
+    _remember(outcome)
+
+
+def _remember(outcome: EvaluationOutcome) -> None:
     st.session_state[REPORTS_KEY] = outcome.reports
     st.session_state[QUERIES_KEY] = outcome.queries
     st.session_state[RUN_COLLECTION_KEY] = outcome.collection

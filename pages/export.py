@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in, show_error
+from pages.common import empty_state, ensure_store, require_sign_in, show_error
 from services.answering.runs import STATUSES
 from services.errors import WorkbenchError
 from services.review.days import day_range
@@ -102,7 +102,9 @@ def _render_filters() -> ExportFilters:
 def _render_preview(records: Sequence[dict[str, Any]]) -> None:
     st.metric("Runs matching", f"{len(records):,}")
     if not records:
-        st.info("No runs match these filters; nothing to export.")
+        empty_state("No runs match these filters; nothing to export. Reviewed answers land here after they are "
+                    "approved, flagged or corrected in the Review queue.", "pages/review.py", "Open the review queue",
+                    ":material/fact_check:")
         return
     if len(records) > PREVIEW_ROWS:
         st.caption(f"Preview of the first {PREVIEW_ROWS} of {len(records):,} runs (oldest first); the file holds all of them.")

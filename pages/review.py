@@ -9,7 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import as_plain, ensure_store, render_quote_in_chunk, require_sign_in, show_error
+from pages import _demo as demo
+from pages._review_work import render_work_queue
+from pages.common import as_plain, empty_state, ensure_store, render_quote_in_chunk, require_sign_in, show_error
 from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Iteration, Run, load_run, retrieval_breakdown
@@ -21,6 +23,7 @@ from services.errors import ConflictError, WorkbenchError
 from services.review.days import day_range
 from services.review.queue import (
     ACTIONS,
+    ANSWER_KEY_REVIEWER,
     FLAG_REASONS,
     MAX_ANSWER_CHARS,
     MAX_COMMENT_CHARS,
@@ -41,6 +44,9 @@ CONFLICT_KEY = "review.conflict"
 FLASH_KEY = "review.flash"
 CLEAR_KEY = "review.clear_selection"
 PICK_KEY = "review.pick"
+OPEN_KEY = "review.open_request"  # (run id, version) the Work view asked to open in full
+TAB_KEY = "review.view"  # also the URL query parameter: ?review.view=Work+the+queue opens the Work view
+BROWSE_TAB, WORK_TAB = "Browse and review", "Work the queue"
 ORDERS = {"least confident first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
 QUEUE_LIMIT = 500
@@ -97,9 +103,7 @@ def state_lines(state: Mapping[str, Any]) -> list[str]:
 def main() -> None:
     user = require_sign_in()
     st.title("Review queue")
-    if st.session_state.pop(CLEAR_KEY, False):  # after a save: close the run before the picker is drawn
-        st.session_state[PICK_KEY] = None  # set, not deleted: the browser's picker must show the change too
-        st.session_state[SELECTED_KEY] = None
+    _apply_requests()
     if flash := st.session_state.pop(FLASH_KEY, None):
         st.success(flash)
     try:
@@ -109,17 +113,56 @@ def main() -> None:
     except WorkbenchError as exc:
         show_error(exc)
         return
-    _render_progress(counts)
+    if not sum(counts.values()):
+        _render_empty()
+        return
     try:
         filters, order = _render_filters()
-        items = review_queue(filters, order=order, calibrate=calibrator, limit=QUEUE_LIMIT)
     except WorkbenchError as exc:
         show_error(exc)
         return
-    _render_queue(items, order, calibrator)
-    run_id = _render_picker(items)
-    if run_id is not None:
-        _render_detail(run_id, user)
+    # Lazy tabs: only the open one runs, so working the queue does not redraw the table and charts.
+    browse, work = st.tabs((BROWSE_TAB, WORK_TAB), key=TAB_KEY, bind="query-params")
+    if work.open:
+        with work:
+            render_work_queue(filters, order, calibrator, _request_open)
+        return
+    with browse:
+        _render_progress(counts)
+        try:
+            items = review_queue(filters, order=order, calibrate=calibrator, limit=QUEUE_LIMIT)
+        except WorkbenchError as exc:
+            show_error(exc)
+            return
+        _render_queue(items, order, calibrator)
+        run_id = _render_picker(items)
+        if run_id is not None:
+            _render_detail(run_id, user)
+
+
+def _apply_requests() -> None:
+    """State changes asked for by the last run, made before any widget they touch is drawn."""
+    if st.session_state.pop(CLEAR_KEY, False):  # after a save: close the run before the picker is drawn
+        st.session_state[PICK_KEY] = None  # set, not deleted: the browser's picker must show the change too
+        st.session_state[SELECTED_KEY] = None
+    if request := st.session_state.pop(OPEN_KEY, None):
+        run_id, version = request
+        st.session_state[TAB_KEY] = BROWSE_TAB
+        st.session_state[SELECTED_KEY] = st.session_state[PICK_KEY] = run_id
+        st.session_state[VERSION_KEY] = version
+        st.session_state.pop(CONFLICT_KEY, None)
+
+
+def _request_open(item: QueueItem) -> None:
+    st.session_state[OPEN_KEY] = (item.run_id, item.review_version)
+
+
+def _render_empty() -> None:
+    empty_state("No runs are stored yet, so there is nothing to review. Answers land here when a question is asked "
+                "on the Ask page, when another system's answers are imported, or when the demo runs are loaded.",
+                "pages/ask.py", "Ask a question", ":material/chat:")
+    st.page_link("pages/import_runs.py", label="Import runs", icon=":material/upload_file:")
+    demo.render_load_button("review")
 
 
 def _render_progress(counts: Mapping[str, int]) -> None:
@@ -166,6 +209,8 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
         return
     if len(items) == QUEUE_LIMIT:
         st.caption(f"Showing only the {QUEUE_LIMIT} runs with the lowest raw confidence; narrow the filters to see others.")
+    if any(i.reviewer == ANSWER_KEY_REVIEWER for i in items):
+        st.caption(f"Reviewer '{ANSWER_KEY_REVIEWER}': {demo.ANSWER_KEY_NOTE}")
     st.dataframe(queue_frame(items, calibrated=calibrator is not None), hide_index=True, key="review.table",
                  column_config={name: st.column_config.NumberColumn(format="%.3f")
                                 for name in ("confidence", "calibrated", "disagreement")})
@@ -212,6 +257,8 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
     _render_origin(run)
+    if history and history[-1].reviewer == ANSWER_KEY_REVIEWER:
+        st.info(f"The current verdict is an answer-key verdict: {demo.ANSWER_KEY_NOTE}", icon=":material/key:")
     best = run.best()
     _render_breakdown(run)
     _render_sources(run, best)

@@ -68,8 +68,10 @@ def main() -> None:
         show_error(exc)
         return
     if stats.n_runs == 0:
-        empty_state("No stored runs match these filters. Widen them, or ask questions first.",
-                    "pages/ask.py", "Ask a question", ":material/chat:")
+        empty_state("No stored runs match these filters. Every answered question adds its path of router decisions "
+                    "here: widen the filters, ask questions, or load the demo runs on the Start here page.",
+                    "pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
+        st.page_link("pages/ask.py", label="Ask a question", icon=":material/chat:")
         return
     _render_summary(stats)
     _render_drilldown(filters)

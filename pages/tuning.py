@@ -13,8 +13,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from pages import _demo as demo
 from pages import _self_calibration as self_calibration
-from pages.common import as_plain, cached_active_profile_label, current_user, ensure_store, require_sign_in, show_error
+from pages.common import (
+    as_plain,
+    cached_active_profile_label,
+    current_user,
+    empty_state,
+    ensure_store,
+    require_sign_in,
+    show_error,
+)
 from services.auth import CurrentUser, require_admin
 from services.charts import tuning as charts
 from services.charts.confidence import COMPONENT_LABELS
@@ -199,7 +208,9 @@ def main() -> None:
         elif opened == SELF_CALIBRATION_TAB:  # needs a corpus, not stored runs
             self_calibration.render_self_calibration(user, active, _profiles_changed)
         elif len(matrix) == 0:
-            st.info("No stored runs yet: answer questions on the Ask page, then press Reload runs.")
+            empty_state("No stored runs yet: the sliders re-score stored runs, and calibration compares them with "
+                        "verdicts. Ask questions (or load the demo runs on the Start here page), then press Reload "
+                        "runs.", "pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
         else:
             _render_analysis(opened, matrix, active, profile)
 
@@ -281,6 +292,11 @@ def _render_calibration(matrix: RunMatrix, active: WeightsProfile, active_scores
     _render_metrics(current, reference)
     st.plotly_chart(charts.reliability_figure(current, reference=reference, reference_name=f"active ({active.label})"),
                     key="tuning.reliability")
+    st.caption("Each point is a bin of reviewed runs: its mean confidence (x) against the share of them approved (y). "
+               "On the diagonal, a confidence of 0.8 means 80% of such answers were approved.")
+    keyed = demo.cached_demo_status().answer_key_verdicts
+    if keyed:
+        st.caption(f"{keyed:,} of these verdicts are answer-key verdicts of the demo runs. {demo.ANSWER_KEY_NOTE}")
 
 
 def _render_fits(matrix: RunMatrix, scores: np.ndarray) -> None:

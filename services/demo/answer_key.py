@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from services.corpus.stats import DEMO_DIR
-from services.retrieval.evaluation import EvalQuery, load_qrels, load_queries
+from services.retrieval.evaluation import BeirFiles, EvalQuery, load_qrels, load_queries
 
 QUESTIONS_FILE = DEMO_DIR / "questions.jsonl"
 QRELS_FILE = DEMO_DIR / "qrels.tsv"
 CORPUS_DIR = DEMO_DIR / "corpus"
+DEMO_BEIR_FILES = BeirFiles(QUESTIONS_FILE, QRELS_FILE, None)  # evaluated against the handbook already ingested
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def test_drill_down_shows_the_chosen_runs_timeline_and_events(runs):
 def test_no_runs_says_so(clean_db):
     at = _routes_page()
     assert "No stored runs match" in at.info[0].value
-    assert [link.value for link in at.get("page_link")] == ["Ask a question"]
+    assert [link.value for link in at.get("page_link")] == ["Start here: load the demo runs", "Ask a question"]
 
 
 def test_date_inputs_become_whole_utc_days_end_included():

@@ -115,7 +115,7 @@ def test_signed_in_the_app_shows_the_pages_and_sidebar(clean_db):
     """The other side of the gate: the same secrets with a login reach the default page."""
     at = app_as(BOB).run()
     assert not at.exception, at.exception
-    assert [t.value for t in at.title] == ["Ask"] and not at.button(key="common.logout").disabled
+    assert [t.value for t in at.title] == ["Start here"] and not at.button(key="common.logout").disabled
     assert "Signed in as bob@x.org" in [c.value for c in at.sidebar.caption]
 
 
