@@ -45,6 +45,10 @@ def ingest(
         return
     typer.echo(f"ingested {summary.ingested}, replaced {summary.replaced}, unchanged {summary.unchanged}, "
                f"chunks added {summary.chunks_added}, skipped {len(summary.skipped)}")
+    for outcome in summary.outcomes:
+        if isinstance(previous := outcome.get("replaced"), dict):
+            typer.echo(f"  replaced {outcome['external_id']}: the version ingested from {previous['source']} "
+                       f"on {previous['updated_at']}")
     for skipped in summary.skipped:
         typer.echo(f"  skipped {skipped.source}: {skipped.reason}")
     recalibrate_after_ingest(summary, collection=collection, as_json=False)

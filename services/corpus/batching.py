@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from services.corpus.chunking import Chunk, chunk_text
 from services.corpus.extract import ParsedFile, SkippedInput, SourceDocument
-from services.corpus.indexing import content_hash, find_collection, known_hashes
+from services.corpus.identity import candidate_ids, place_documents
+from services.corpus.indexing import content_hash, find_collection, known_documents
 from services.retrieval import embedding
 from services.settings import Settings
 from services.store import transaction
@@ -34,16 +35,19 @@ def chunked_groups(parsed_files: Iterable[ParsedFile], collection: str, settings
     count_tokens = embedding.token_counter(settings.embedding_model)
     group: list[Batch] = []
     pending = 0
+    claimed: dict[str, str] = {}  # id -> origin of every document this ingest placed
     for batch in _batches(parsed_files):
-        batch.documents = _dedupe(batch.documents, batch.skipped)
         with transaction(settings) as session:
             # Only look here: a new collection is created in the write transaction, so a
             # failed ingest does not leave an empty collection behind.
             found = find_collection(session, collection)
-            known = {} if found is None else known_hashes(session, found, [d.external_id for d in batch.documents])
+            known = {} if found is None else known_documents(session, found, candidate_ids(batch.documents))
+        batch.documents, repeats = place_documents(batch.documents, known, claimed)
+        batch.skipped.extend(repeats)
         for doc in batch.documents:
             digest = content_hash(doc)
-            if known.get(doc.external_id) != digest:
+            stored = known.get(doc.external_id)
+            if stored is None or stored.digest != digest:
                 chunks = chunk_text(doc.text, count_tokens=count_tokens, max_tokens=settings.chunk_tokens,
                                     overlap_tokens=settings.chunk_overlap_tokens)
                 batch.new.append((doc, digest, chunks))
@@ -68,14 +72,3 @@ def _batches(parsed_files: Iterable[ParsedFile]) -> Iterator[Batch]:
                 batch = Batch()
     if batch.documents or batch.skipped:
         yield batch
-
-
-def _dedupe(docs: list[SourceDocument], skipped: list[SkippedInput]) -> list[SourceDocument]:
-    seen: dict[str, SourceDocument] = {}
-    for doc in docs:
-        if doc.external_id in seen:
-            reason = f"duplicate document id '{doc.external_id}' in this ingest; the first one was kept"
-            skipped.append(SkippedInput(doc.source, reason))
-        else:
-            seen[doc.external_id] = doc
-    return list(seen.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,13 +26,19 @@ DEFAULT_MAX_BYTES = 20_000_000
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document ready for chunking; `external_id` stays stable across re-ingests."""
+    """One document ready for chunking; `external_id` stays stable across re-ingests.
+
+    `source` names the input as the user gave it; `origin` is where the document was read
+    from on disk (the file's absolute path, plus `#<_id>` for a JSONL record), "" when that
+    is not known (an upload). Together with the id it is what tells two documents apart.
+    """
 
     external_id: str
     title: str
     text: str
     source: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,12 @@ def iter_paths(paths: Sequence[Path]) -> Iterator[tuple[str, Path]]:
 def parse_paths(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[ParsedFile]:
     """Yield one ParsedFile per file found under `paths`; never raises for bad input."""
     for name, path in iter_paths(paths):
-        yield _parse_path(name, path, max_bytes)
+        parsed = _parse_path(name, path, max_bytes)
+        where = os.path.abspath(path)
+        records = PurePosixPath(name).suffix.lower() == ".jsonl"
+        located = tuple(replace(doc, origin=f"{where}#{doc.external_id}" if records else where)
+                        for doc in parsed.documents)
+        yield ParsedFile(located, parsed.skipped)
 
 
 def _parse_path(name: str, path: Path, max_bytes: int) -> ParsedFile:

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from db.models import Chunk as ChunkRow
 from db.models import Collection, Document
 from services.corpus.extract import SourceDocument
+from services.corpus.identity import StoredDocument
 from services.retrieval.text import term_counts
 
 
@@ -64,6 +65,24 @@ ON CONFLICT (collection_id) DO UPDATE SET n_chunks = bm25_stats.n_chunks
 """
 
 
+def known_documents(session: Session, collection_id: int, external_ids: list[str]) -> dict[str, StoredDocument]:
+    rows = session.execute(
+        select(Document.external_id, Document.content_hash, Document.source, Document.updated_at).where(
+            Document.collection_id == collection_id, Document.external_id.in_(external_ids)
+        )
+    )
+    return {external_id: StoredDocument(digest, source, updated_at) for external_id, digest, source, updated_at in rows}
+
+
+def learn_origins(session: Session, collection_id: int, origins: dict[str, str]) -> None:
+    """Record where unchanged documents stored without a location (bare names) came from."""
+    for external_id, origin in origins.items():
+        session.execute(
+            update(Document).where(Document.collection_id == collection_id, Document.external_id == external_id)
+            .values(source=origin)
+        )
+
+
 def known_hashes(session: Session, collection_id: int, external_ids: list[str]) -> dict[str, str]:
     rows = session.execute(
         select(Document.external_id, Document.content_hash).where(
@@ -81,7 +100,7 @@ def insert_documents(session: Session, collection_id: int, preps: list[PreparedD
     document_ids = session.scalars(
         insert(Document).returning(Document.id, sort_by_parameter_order=True),
         [{"collection_id": collection_id, "external_id": p.source.external_id, "title": p.source.title,
-          "source": p.source.source, "content_hash": p.digest, "metadata_": p.source.metadata} for p in preps],
+          "source": p.source.origin or p.source.source, "content_hash": p.digest, "metadata_": p.source.metadata} for p in preps],
     ).all()
     rows = [
         {"document_id": document_id, "collection_id": collection_id, "ordinal": i,

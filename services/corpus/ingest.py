@@ -10,12 +10,14 @@ from pathlib import Path
 from services.corpus.batching import Batch, chunked_groups
 from services.corpus.encode_pool import embedded_batches
 from services.corpus.extract import ParsedFile, SkippedInput, SourceDocument, parse_file, parse_paths
+from services.corpus.identity import same_origin
 from services.corpus.indexing import (
     PreparedDocument,
     content_hash,
     ensure_collection,
     insert_documents,
-    known_hashes,
+    known_documents,
+    learn_origins,
     lock_collection,
     remove_document,
 )
@@ -129,24 +131,37 @@ def _write_batch(batch: Batch, prepared: list[PreparedDocument], collection: str
         # Locking the stats row serializes writers per collection: df counts and the
         # hash re-check below stay exact even with concurrent ingests.
         lock_collection(session, collection_id)
-        known = known_hashes(session, collection_id, [d.external_id for d in docs])
+        known = known_documents(session, collection_id, [d.external_id for d in docs])
+        # An id a concurrent ingest gave to a document from elsewhere: never replaced.
+        taken = {d.external_id for d in docs if d.external_id in known and not same_origin(known[d.external_id].source, d.origin)}
+        learnt: dict[str, str] = {}
         for doc in docs:
-            if known.get(doc.external_id) == content_hash(doc):
+            stored = known.get(doc.external_id)
+            if stored is not None and doc.external_id in taken:
+                reason = (f"the id '{doc.external_id}' was taken meanwhile by the document from {stored.source}; "
+                          "ingest again to store this one under its path")
+                summary.skipped.append(SkippedInput(doc.source, reason))
+                summary.outcomes.append({"source": doc.source, "status": "skipped", "reason": reason})
+            elif stored is not None and stored.digest == content_hash(doc):
                 summary.unchanged += 1
                 summary.outcomes.append({"source": doc.source, "external_id": doc.external_id, "status": "unchanged"})
+                if doc.origin and stored.source != doc.origin:
+                    learnt[doc.external_id] = doc.origin
+        learn_origins(session, collection_id, learnt)
         # Left out: content someone ingested meanwhile (or an earlier batch of this ingest).
-        fresh = [prep for prep in prepared if known.get(prep.source.external_id) != prep.digest]
+        fresh = [prep for prep in prepared if prep.source.external_id not in taken
+                 and getattr(known.get(prep.source.external_id), "digest", None) != prep.digest]
         for prep in fresh:
-            replacing = prep.source.external_id in known
-            if replacing:
+            outcome: dict[str, object] = {"source": prep.source.source, "external_id": prep.source.external_id,
+                                          "status": "ingested", "chunks": len(prep.chunks)}
+            previous = known.get(prep.source.external_id)
+            if previous is not None:
                 remove_document(session, collection_id, prep.source.external_id)
-            status = "replaced" if replacing else "ingested"
-            summary.replaced += replacing
-            summary.ingested += not replacing
+                outcome["status"] = "replaced"
+                outcome["replaced"] = {"source": previous.source, "updated_at": previous.updated_at.isoformat(timespec="seconds")}
+            summary.replaced += previous is not None
+            summary.ingested += previous is None
             summary.chunks_added += len(prep.chunks)
-            summary.outcomes.append(
-                {"source": prep.source.source, "external_id": prep.source.external_id,
-                 "status": status, "chunks": len(prep.chunks)}
-            )
+            summary.outcomes.append(outcome)
         insert_documents(session, collection_id, fresh)
     return len(docs)
