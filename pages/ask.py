@@ -29,6 +29,7 @@ from services.charts import run as run_charts
 from services.corpus.stats import demo_questions
 from services.domain import HIT_COLUMNS, Hit, hit_rows
 from services.errors import WorkbenchError
+from services.review.paths import recent_runs
 from services.review.queue import send_to_review
 from services.scoring.confidence import ConfidenceBreakdown
 
@@ -131,9 +132,22 @@ def main() -> None:
             return
         st.session_state[RUN_ID_KEY] = run_id
         demo.cached_demo_status.clear()  # the store has a run now: the demo offer goes
-    run = run_or_error(st.session_state.get(RUN_ID_KEY))
+    run_id = st.session_state.get(RUN_ID_KEY)
+    if run_id is None and (run_id := _latest_run_id()) is not None:
+        st.caption(f"Showing the newest stored run, #{run_id}, until you ask a question of your own.")
+    run = run_or_error(run_id)
     if run is not None:
         _render_run(run, user)
+
+
+def _latest_run_id() -> int | None:
+    """Something to read before the first question: the newest stored run (demo runs included)."""
+    try:
+        newest = recent_runs(limit=1)
+    except WorkbenchError as exc:
+        show_error(exc)
+        return None
+    return newest[0].run_id if newest else None
 
 
 def _render_demo_offer() -> None:

@@ -129,23 +129,25 @@ def main() -> None:
     except WorkbenchError as exc:
         show_error(exc)
         return
-    _render_run_form()
+    try:
+        demo_loaded = demo.cached_demo_status().demo_runs > 0
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    # Folded once there is something to read, so the results are not below a screen of inputs.
+    with st.expander("Evaluate a BEIR set", expanded=not (st.session_state.get(REPORTS_KEY) or demo_loaded)):
+        _render_run_form()
     if not st.session_state.get(REPORTS_KEY):
-        _render_demo_evaluation()
+        _render_demo_evaluation(demo_loaded)
     reports = st.session_state.get(REPORTS_KEY)
     if reports:
         _render_results(reports)
         _render_push(user.name or "evaluation")
 
 
-def _render_demo_evaluation() -> None:
+def _render_demo_evaluation(loaded: bool) -> None:
     """With the demo runs loaded, the demo questions are evaluated at once (a second or two);
     otherwise a button offers it."""
-    try:
-        loaded = demo.cached_demo_status().demo_runs > 0
-    except WorkbenchError as exc:
-        show_error(exc)
-        return
     if not loaded:
         st.info("Nothing has been evaluated in this session. Give a BEIR set above, or evaluate the demo questions: "
                 "the handbook's answerable questions with the documents that answer them, searched in the Ask "

@@ -212,8 +212,9 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
     if any(i.reviewer == ANSWER_KEY_REVIEWER for i in items):
         st.caption(f"Reviewer '{ANSWER_KEY_REVIEWER}': {demo.ANSWER_KEY_NOTE}")
     st.dataframe(queue_frame(items, calibrated=calibrator is not None), hide_index=True, key="review.table",
-                 column_config={name: st.column_config.NumberColumn(format="%.3f")
-                                for name in ("confidence", "calibrated", "disagreement")})
+                 column_config={"question": st.column_config.TextColumn(width="large"),
+                                **{name: st.column_config.NumberColumn(format="%.3f", width="small")
+                                   for name in ("run id", "confidence", "calibrated", "disagreement")}})
 
 
 def _render_picker(items: Sequence[QueueItem]) -> int | None:

@@ -114,7 +114,7 @@ def _assert_not_blank(path: Path) -> None:
 
 def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
     page = tab  # type: ignore[no-untyped-def]
-    page.goto(server)
+    page.goto(f"{server}/ask")  # the default page is Start here
     _settle(page, "Ask")
     page.get_by_role("textbox", name="Reviewer").fill("e2e reviewer")
     page.get_by_role("textbox", name="Reviewer").press("Enter")
