@@ -72,19 +72,3 @@ def test_search_unknown_mode_exits_1(clean_db):  # type: ignore[no-untyped-def]
     result = CliRunner().invoke(app, ["search", "boiler", "--mode", "fuzzy"])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ") and "fuzzy" in result.stderr
-
-
-def test_ingest_missing_path_is_reported_as_skipped(clean_db, docs, tmp_path):  # type: ignore[no-untyped-def]
-    missing = tmp_path / "nowhere" / "report.md"
-    runner = CliRunner()
-    result = runner.invoke(app, ["ingest", str(missing), str(docs / "boiler.md"), "--json"])
-    assert result.exit_code == 0, result.output
-    assert isinstance(result.exception, (SystemExit, type(None)))
-    summary = json.loads(result.stdout)
-    assert summary["skipped"] == [{"source": "report.md", "reason": "no such file or directory"}]
-    assert summary["ingested"] == 1
-
-    plain = runner.invoke(app, ["ingest", str(missing)])
-    assert plain.exit_code == 0, plain.output
-    assert "skipped 1" in plain.stdout and "skipped report.md: no such file or directory" in plain.stdout
-    assert "Traceback" not in plain.output

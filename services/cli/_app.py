@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,6 +35,20 @@ def emit(data: Any) -> None:
 
 
 def fail(exc: WorkbenchError) -> None:
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {shown(exc, lines=True)}", err=True)
     raise typer.Exit(1)
+
+
+# C0 and C1 controls (escape sequences, bell, carriage return) and bidi overrides.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: object, *, lines: bool = False) -> str:
+    """`text` with control characters written as escapes (\\x1b), so a file name, id or document
+    cannot drive the terminal; with `lines`, line breaks and tabs are kept."""
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return char if lines and char in "\n\t" else char.encode("unicode_escape").decode("ascii")
+
+    return _UNPRINTABLE.sub(escape, str(text))
 

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 from tqdm import tqdm
 
-from services.cli._app import app, emit, fail
-from services.errors import WorkbenchError
+from services.cli._app import app, emit, fail, shown
+from services.errors import InputError, WorkbenchError
 
 
 @app.command()
@@ -20,42 +20,63 @@ def ask(
     queries: Optional[Path] = typer.Option(None, help="BEIR queries.jsonl to answer in one process."),
     preset: str = typer.Option("balanced", help="minimal, balanced or research."),
     collection: str = typer.Option("default"),
-    out: Optional[Path] = typer.Option(None, help="With --queries: write one stored run per line here."),
+    out: Optional[Path] = typer.Option(None, help="With --queries: write one stored run per line here "
+                                       "(replaced once all are answered, never left half-written)."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored run as JSON."),
 ) -> None:
-    """Answer a question (or a file of them); every run is stored for review."""
+    """Answer a question (or a file of them); every run is stored for review. With --queries, a line
+    that cannot be answered is reported and the rest are answered (exit 1 if any was left out)."""
     from services.answering import pipeline
     from services.answering.llm.backends import backend_for
-    from services.retrieval.evaluation import load_queries
+    from services.corpus.stats import require_collection
 
     if (query is None) == (queries is None):
         fail(WorkbenchError("give either a QUERY or --queries FILE"))
     try:
+        require_collection(collection)
         backend = backend_for()
-        if query is not None:
-            run = pipeline.run(query, preset, backend=backend, collection=collection)
-            if as_json:
-                emit(run.to_dict())
-            else:
-                typer.echo(f"[{run.final_level} {run.final_confidence:.2f} | {' -> '.join(run.route)} | "
-                           f"{run.status} | run {run.run_id}]")
-                typer.echo(run.final_answer or f"(no answer: {run.outcome_note})")
+        if query is None:
+            _answer_file(queries, out, as_json=as_json, preset=preset, collection=collection, backend=backend)  # type: ignore[arg-type]
             return
-        items = load_queries(queries)  # type: ignore[arg-type]
-        sink = open(out, "w", encoding="utf-8") if out else None
-        try:
-            for item in tqdm(items, desc="answering", unit="question", file=sys.stderr):
-                run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch")
-                record = {"query_id": item.query_id, **run.to_dict()}
-                if sink:
-                    sink.write(json.dumps(record, default=str) + "\n")
-                elif as_json:
-                    typer.echo(json.dumps(record, default=str))
-        finally:
-            if sink:
-                sink.close()
+        run = pipeline.run(query, preset, backend=backend, collection=collection)
     except WorkbenchError as exc:
         fail(exc)
+    if as_json:
+        emit(run.to_dict())
+        return
+    typer.echo(f"[{run.final_level} {run.final_confidence:.2f} | {' -> '.join(run.route)} | {run.status} | run {run.run_id}]")
+    typer.echo(shown(run.final_answer or f"(no answer: {run.outcome_note})", lines=True))
+
+
+def _answer_file(queries: Path, out: Path | None, *, as_json: bool, preset: str, collection: str, backend: object) -> None:
+    from services.answering import pipeline
+    from services.retrieval.beir_files import read_queries
+    from services.review.export_formats import check_target, write_file
+
+    query_file = read_queries(queries, strict=False)
+    if out is not None:
+        check_target(out)  # before the first question, not after the last
+    problems = list(query_file.warnings)
+    lines: list[str] = []
+    for item in tqdm(query_file.queries, desc="answering", unit="question", file=sys.stderr):
+        try:
+            run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch")  # type: ignore[arg-type]
+        except WorkbenchError as exc:
+            problems.append(f"{queries}: query {item.query_id!r} was not answered: {exc}")
+            continue
+        line = json.dumps({"query_id": item.query_id, **run.to_dict()}, default=str)
+        if out is not None:
+            lines.append(line)
+        elif as_json:
+            typer.echo(line)
+    if out is not None:
+        write_file(out, "".join(line + "\n" for line in lines).encode("utf-8"))
+    for problem in problems:
+        typer.echo(f"warning: {shown(problem)}", err=True)
+    if problems:
+        total = len(query_file.queries) + len(query_file.warnings)
+        raise InputError(f"{len(problems)} of {total} lines of {queries} were not answered (see the warnings above); "
+                         f"the other {total - len(problems)} were")
 
 
 @app.command("export")

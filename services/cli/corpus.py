@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from tqdm import tqdm
 
-from services.cli._app import app, emit, fail
+from services.cli._app import app, emit, fail, shown
 from services.cli.calibration import recalibrate_after_ingest
 from services.errors import WorkbenchError
 from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES
@@ -21,6 +21,8 @@ def ingest(
     paths: list[Path] = typer.Argument(..., help="Files or directories (searched recursively)."),
     collection: str = typer.Option("default", help="Collection to ingest into."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    follow_links: bool = typer.Option(False, "--follow-links", help="Follow symbolic links to files inside the folders "
+                                      "(skipped by default: they may point anywhere)."),
 ) -> None:
     """Ingest .txt, .md, .html, .pdf files and BEIR .jsonl corpora. A collection that now holds at
     least SELF_CALIBRATION_MIN_CHUNKS chunks (default 1000; 0 = never) and whose documents changed
@@ -30,13 +32,13 @@ def ingest(
     def progress(p) -> None:  # type: ignore[no-untyped-def]
         bar.total = p.documents_total
         bar.n = p.documents_done
-        bar.set_postfix(chunks=p.chunks_done)
+        bar.set_postfix(chunks=p.chunks_done, embedded=p.chunks_embedded)
         bar.refresh()
 
     try:
         # The bar closes (ending its line) before an error is printed on a line of its own.
         with tqdm(desc="ingesting", unit="doc", disable=as_json, file=sys.stderr) as bar:
-            summary = ingest_paths(paths, collection=collection, on_progress=progress)
+            summary = ingest_paths(paths, collection=collection, on_progress=progress, follow_links=follow_links)
     except WorkbenchError as exc:
         fail(exc)
     if as_json:
@@ -47,10 +49,10 @@ def ingest(
                f"chunks added {summary.chunks_added}, skipped {len(summary.skipped)}")
     for outcome in summary.outcomes:
         if isinstance(previous := outcome.get("replaced"), dict):
-            typer.echo(f"  replaced {outcome['external_id']}: the version ingested from {previous['source']} "
+            typer.echo(f"  replaced {shown(outcome['external_id'])}: the version ingested from {shown(previous['source'])} "
                        f"on {previous['updated_at']}")
     for skipped in summary.skipped:
-        typer.echo(f"  skipped {skipped.source}: {skipped.reason}")
+        typer.echo(f"  skipped {shown(skipped.source)}: {shown(skipped.reason)}")
     recalibrate_after_ingest(summary, collection=collection, as_json=False)
 
 
@@ -64,12 +66,14 @@ def search(
 ) -> None:
     """Retrieve hits with both legs' scores and ranks, and the confidence breakdown
     (scored with the active weights profile, as the Search and Ask pages are)."""
+    from services.corpus.stats import require_collection
     from services.retrieval.search import default_params
     from services.retrieval.search import search as run_search
     from services.scoring.confidence import score_retrieval
     from services.scoring.profiles import active_profile
 
     try:
+        require_collection(collection)
         result = run_search(query, default_params(mode=mode, k=k, collection=collection))
         confidence = score_retrieval(result, active_profile().weights)
     except WorkbenchError as exc:
@@ -79,9 +83,9 @@ def search(
         return
     typer.echo(f"{confidence.interpretation} ({confidence.overall:.2f}); reranker: {result.reranker}")
     for hit in result.hits:
-        typer.echo(f"{hit.rank:>3}. [{hit.external_id}] fused={hit.fused_score:.4f} "
+        typer.echo(f"{hit.rank:>3}. [{shown(hit.external_id)}] fused={hit.fused_score:.4f} "
                    f"bm25={_fmt(hit.bm25_score)}#{hit.bm25_rank or '-'} dense={_fmt(hit.dense_similarity)}#{hit.dense_rank or '-'}")
-        typer.echo(f"     {hit.text[:160]}")
+        typer.echo(f"     {shown(hit.text[:160])}")
     for line in confidence.recommendations:
         typer.echo(f"  - {line}")
 
@@ -126,7 +130,7 @@ def evaluate(
         fail(exc)
     reports, n_queries = outcome.reports, len(outcome.queries)
     for warning in outcome.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {shown(warning)}", err=True)
     if as_json:
         emit({"collection": outcome.collection, "queries": n_queries, "profile": outcome.profile.label,
                "modes": {r.mode: r.to_dict() for r in reports}, "warnings": outcome.warnings})

@@ -94,9 +94,19 @@ def iter_paths(paths: Sequence[Path]) -> Iterator[tuple[str, Path]]:
             stack.extend(path / n for n in reversed(names))  # popped back in name order
 
 
-def parse_paths(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[ParsedFile]:
-    """Yield one ParsedFile per file found under `paths`; never raises for bad input."""
+def parse_paths(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES,
+                follow_links: bool = False) -> Iterator[ParsedFile]:
+    """Yield one ParsedFile per file found under `paths`; never raises for bad input.
+
+    A symbolic link to a file found inside a given directory is skipped unless `follow_links`:
+    it may point anywhere (a root run once ingested the system's password file). A link given
+    by name is followed, as the user asked for it.
+    """
+    given = set(map(Path, paths))
     for name, path in iter_paths(paths):
+        if not follow_links and path not in given and path.is_symlink() and not path.is_dir():
+            yield _skipped(name, "a symbolic link; links are not followed (--follow-links follows them)")
+            continue
         parsed = _parse_path(name, path, max_bytes)
         where = os.path.abspath(path)
         records = PurePosixPath(name).suffix.lower() == ".jsonl"

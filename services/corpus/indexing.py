@@ -14,7 +14,10 @@ from db.models import Chunk as ChunkRow
 from db.models import Collection, Document
 from services.corpus.extract import SourceDocument
 from services.corpus.identity import StoredDocument
-from services.retrieval.text import term_counts
+from services.errors import InputError
+from services.retrieval.text import require_storable, term_counts
+
+MAX_COLLECTION_CHARS = Collection.name.type.length  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,15 @@ def content_hash(doc: SourceDocument) -> str:
 
 def find_collection(session: Session, name: str) -> int | None:
     return session.scalar(select(Collection.id).where(Collection.name == name))
+
+
+def check_collection_name(name: str) -> None:
+    """InputError unless `name` fits the collections table (up to MAX_COLLECTION_CHARS, storable text)."""
+    if not name.strip():
+        raise InputError("give a collection name")
+    if len(name) > MAX_COLLECTION_CHARS:
+        raise InputError(f"the collection name is {len(name):,} characters long; the limit is {MAX_COLLECTION_CHARS}")
+    require_storable(name, "the collection name")
 
 
 def ensure_collection(session: Session, name: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from services.corpus.extract import ParsedFile, SkippedInput, SourceDocument, pa
 from services.corpus.identity import same_origin
 from services.corpus.indexing import (
     PreparedDocument,
+    check_collection_name,
     content_hash,
     ensure_collection,
     insert_documents,
@@ -21,6 +23,7 @@ from services.corpus.indexing import (
     lock_collection,
     remove_document,
 )
+from services.errors import InputError, WorkbenchError
 from services.settings import Settings, get_settings
 from services.store import transaction
 
@@ -29,8 +32,9 @@ from services.store import transaction
 class IngestProgress:
     documents_done: int
     documents_total: int | None  # None while files are still being discovered
-    chunks_done: int
+    chunks_done: int  # written
     current: str
+    chunks_embedded: int = 0  # embedded so far, written or not: moves during one large document
 
 
 @dataclass
@@ -64,10 +68,17 @@ def ingest_paths(
     collection: str = "default",
     on_progress: ProgressCallback | None = None,
     settings: Settings | None = None,
+    follow_links: bool = False,
 ) -> IngestSummary:
-    """Ingest files and directories (recursively)."""
+    """Ingest files and directories (recursively). A given path that does not exist is an
+    InputError before anything is read: a typo must not look like a finished ingest. Symbolic
+    links to files found inside a directory are skipped unless `follow_links`."""
     settings = settings or get_settings()
-    return _ingest_parsed(parse_paths(paths, max_bytes=settings.max_upload_bytes), collection, on_progress, settings)
+    missing = [str(path) for path in paths if not os.path.lexists(path)]
+    if missing:
+        raise InputError(f"no such file or directory: {', '.join(missing)}; nothing was ingested")
+    parsed = parse_paths(paths, max_bytes=settings.max_upload_bytes, follow_links=follow_links)
+    return _ingest_parsed(parsed, collection, on_progress, settings)
 
 
 def ingest_uploads(
@@ -101,21 +112,36 @@ def _ingest_parsed(
     on_progress: ProgressCallback | None,
     settings: Settings,
 ) -> IngestSummary:
+    check_collection_name(collection)
     summary = IngestSummary()
-    done = 0
+    done = saved = embedded = 0
+
+    def report_embedded(count: int) -> None:
+        nonlocal embedded
+        embedded += count
+        _report(on_progress, done, None, summary, embedded)
+
     groups = chunked_groups(parsed_files, collection, settings)
-    with closing(embedded_batches(groups, settings)) as batches:
-        for batch, prepared in batches:
-            done += _write_batch(batch, prepared, collection, summary, settings)
-            _report(on_progress, done, None, summary)
-    _report(on_progress, done, done, summary)
+    try:
+        with closing(embedded_batches(groups, settings, report_embedded)) as batches:
+            for batch, prepared in batches:
+                done += _write_batch(batch, prepared, collection, summary, settings)
+                saved = summary.ingested + summary.replaced  # committed
+                _report(on_progress, done, None, summary, embedded)
+    except WorkbenchError as exc:
+        if saved:  # the error speaks of the failed batch; the ones before it stand
+            raise type(exc)(f"{exc} (That was one batch: {saved} documents from earlier batches of this ingest were "
+                            "saved; run the same ingest again to finish it.)") from exc
+        raise
+    _report(on_progress, done, done, summary, embedded)
     return summary
 
 
-def _report(on_progress: ProgressCallback | None, done: int, total: int | None, summary: IngestSummary) -> None:
+def _report(on_progress: ProgressCallback | None, done: int, total: int | None, summary: IngestSummary,
+            embedded: int) -> None:
     if on_progress is not None:
         current = str(summary.outcomes[-1]["source"]) if summary.outcomes else ""
-        on_progress(IngestProgress(done, total, summary.chunks_added, current))
+        on_progress(IngestProgress(done, total, summary.chunks_added, current, embedded))
 
 
 def _write_batch(batch: Batch, prepared: list[PreparedDocument], collection: str, summary: IngestSummary,

@@ -55,6 +55,16 @@ def corpus_stats(collection: str = "default", *, settings: Settings | None = Non
     return CorpusStats(collection, row.documents, row.chunks, row.terms, float(row.avg_tokens))
 
 
+def require_collection(name: str, *, settings: Settings | None = None) -> None:
+    """NotFoundError naming the collections there are, when `name` is not one of them: a typo
+    must not look like a search that found nothing."""
+    with transaction(settings) as session:
+        names = list(session.scalars(text("SELECT name FROM collections ORDER BY name")))
+    if name not in names:
+        known = ", ".join(map(repr, names)) if names else "none yet; ingest documents first"
+        raise NotFoundError(f"no collection named {name!r} (collections: {known})")
+
+
 _DOCUMENTS_SQL = """
 SELECT d.id, d.external_id, d.title, d.source, d.updated_at,
        count(ch.id) AS chunks, coalesce(sum(ch.token_count), 0) AS tokens

@@ -99,19 +99,13 @@ def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path 
     """Write the export to an open binary file, or to a path (see `_write_path`)."""
     data = export_bytes(records, fmt)
     if isinstance(destination, (str, Path)):
-        _write_path(Path(destination), data)
+        write_file(Path(destination), data)
     else:
         destination.write(data)
 
 
-def _write_path(path: Path, data: bytes) -> None:
-    """Replace a regular file atomically, keeping its mode; write through anything else that takes bytes.
-
-    A regular file is written through a temporary file in the same directory and renamed over
-    it, so a failed export never leaves a half-written file behind. A symlink is followed (the
-    file it names is replaced, the link stays); a FIFO or a device (`/dev/null`) is written
-    into, since renaming over it would swap it for a regular file.
-    """
+def check_target(path: Path) -> os.stat_result | None:
+    """What is at `path` now (None: nothing yet), or an InputError when no file can be written there."""
     target = Path(os.path.realpath(path))
     try:
         existing: os.stat_result | None = target.stat()
@@ -119,18 +113,33 @@ def _write_path(path: Path, data: bytes) -> None:
         existing = None
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        if stat.S_ISFIFO(existing.st_mode) or stat.S_ISCHR(existing.st_mode):
-            try:
-                with open(target, "wb") as handle:
-                    handle.write(data)
-            except OSError as exc:
-                raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-            return
-        kind = "a directory" if stat.S_ISDIR(existing.st_mode) else "not a regular file"
-        raise InputError(f"cannot write {path}: it is {kind}; give a file name")
-    if not target.parent.is_dir():
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise InputError(f"cannot write {path}: it is a directory; give a file name")
+    if existing is not None and not (stat.S_ISREG(existing.st_mode) or stat.S_ISFIFO(existing.st_mode)
+                                     or stat.S_ISCHR(existing.st_mode)):
+        raise InputError(f"cannot write {path}: it is not a regular file; give a file name")
+    if existing is None and not target.parent.is_dir():
         raise InputError(f"cannot write {path}: directory {target.parent} does not exist")
+    return existing
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Replace a regular file atomically, keeping its mode; write through anything else that takes bytes.
+
+    A regular file is written through a temporary file in the same directory and renamed over
+    it, so a failed export never leaves a half-written file behind. A symlink is followed (the
+    file it names is replaced, the link stays); a FIFO or a device (`/dev/null`) is written
+    into, since renaming over it would swap it for a regular file.
+    """
+    existing = check_target(path)
+    target = Path(os.path.realpath(path))
+    if existing is not None and not stat.S_ISREG(existing.st_mode):  # a FIFO or a device
+        try:
+            with open(target, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return
     temporary = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(temporary, "xb") as handle:

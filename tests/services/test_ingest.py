@@ -16,7 +16,7 @@ from services.corpus.extract import SourceDocument
 from services.corpus.indexing import indexed_text
 from services.corpus.ingest import ingest_documents, ingest_paths, ingest_uploads
 from services.corpus.stats import DEMO_DIR, corpus_stats, delete_document, list_documents, load_demo_corpus_if_empty
-from services.errors import NotFoundError
+from services.errors import InputError, NotFoundError
 from services.retrieval import embedding
 from services.retrieval.search import default_params, search
 from services.retrieval.text import term_counts
@@ -289,18 +289,19 @@ def test_bad_files_are_reported_and_good_ones_ingested(clean_db, engine, tmp_pat
         + json.dumps({"_id": "r3", "text": "Third record."}) + "\n"
         + json.dumps({"_id": "r4"}) + "\n", encoding="utf-8")
 
-    summary = ingest_paths([root, tmp_path / "missing.md"])
+    with pytest.raises(InputError, match="no such file or directory: .*missing.md; nothing was ingested"):
+        ingest_paths([root, tmp_path / "missing.md"])  # a path given by name must exist
+    summary = ingest_paths([root])
 
     reasons = {s.source: s.reason for s in summary.skipped}
     assert set(reasons) == {"blob.txt", "latin1.txt", "empty.md", "report.docx", "records.jsonl:2",
-                            "records.jsonl:4", "missing.md"}
+                            "records.jsonl:4"}
     assert "binary" in reasons["blob.txt"]
     assert "not valid UTF-8" in reasons["latin1.txt"]
     assert reasons["empty.md"] == "empty file"
     assert "unsupported file type '.docx'" in reasons["report.docx"]
     assert reasons["records.jsonl:2"].startswith("line 2: invalid JSON")
     assert reasons["records.jsonl:4"].startswith("line 4:") and '"text"' in reasons["records.jsonl:4"]
-    assert reasons["missing.md"] == "no such file or directory"
     assert summary.ingested == 3
     assert {o["external_id"] for o in summary.outcomes if o["status"] == "ingested"} == {"good.md", "r1", "r3"}
     assert corpus_stats().documents == 3

@@ -34,8 +34,10 @@ def test_batches_share_encode_calls_and_progress_counts_each_commit(clean_db, mo
     summary = ingest_documents(_docs(n), on_progress=events.append)
 
     assert calls == [n], "three write batches of one-chunk documents share one encode call"
-    assert [e.documents_done for e in events] == [32, 64, n, n]
-    assert [e.chunks_done for e in events] == [32, 64, n, n]
+    # first the group's embedding (under ENCODE_CHUNKS: one slice), then each commit
+    assert [e.documents_done for e in events] == [0, 32, 64, n, n]
+    assert [e.chunks_done for e in events] == [0, 32, 64, n, n]
+    assert [e.chunks_embedded for e in events] == [n] * 5
     assert events[-1].documents_total == n and summary.ingested == n
     assert corpus_stats().documents == n
 
