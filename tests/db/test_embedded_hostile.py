@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from db.embedded import handle_pids, postgres_pid
+from db.embedded import handle_pids
 from tests.db import test_embedded
 from tests.db.test_embedded import _START, ROOT, _env, _python, _run, _wait_stopped
 
