@@ -96,7 +96,7 @@ def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
 
 
 def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> None:
-    """Write the export to an open binary file, or to a path (see `_write_path`)."""
+    """Write the export to an open binary file, or to a path (see `write_file`)."""
     data = export_bytes(records, fmt)
     if isinstance(destination, (str, Path)):
         write_file(Path(destination), data)
