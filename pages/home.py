@@ -20,7 +20,7 @@ THINGS_TO_TRY = (
     ("Ask a question", "Watch the pipeline retrieve, score, correct and reflect, then read the seven components "
      "behind the confidence.", "pages/ask.py", "Ask", ":material/chat:", None),
     ("Work the review queue", "Least confident answers first. Approve with A, flag with F, skip with N.",
-     "pages/review.py", "Work the review queue", ":material/fact_check:", {"review.view": "Work the queue"}),
+     "pages/review.py", "Work the review queue", ":material/fact_check:", {"view": "work"}),
     ("See where runs went", "The router's decisions per run as a Sankey: which questions were refined, "
      "decomposed or accepted as the best effort.", "pages/routes.py", "Router paths", ":material/alt_route:", None),
     ("Check calibration", "Does 0.8 confidence mean 80% approved? Compare confidence with verdicts, then move the "

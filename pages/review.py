@@ -45,7 +45,8 @@ FLASH_KEY = "review.flash"
 CLEAR_KEY = "review.clear_selection"
 PICK_KEY = "review.pick"
 OPEN_KEY = "review.open_request"  # (run id, version) the Work view asked to open in full
-TAB_KEY = "review.view"  # also the URL query parameter: ?review.view=Work+the+queue opens the Work view
+TAB_KEY = "review.view"
+WORK_LINK = {"view": "work"}  # ?view=work opens the Work view (the Start here page links so)
 BROWSE_TAB, WORK_TAB = "Browse and review", "Work the queue"
 ORDERS = {"least confident first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
@@ -122,7 +123,7 @@ def main() -> None:
         show_error(exc)
         return
     # Lazy tabs: only the open one runs, so working the queue does not redraw the table and charts.
-    browse, work = st.tabs((BROWSE_TAB, WORK_TAB), key=TAB_KEY, bind="query-params")
+    browse, work = st.tabs((BROWSE_TAB, WORK_TAB), key=TAB_KEY, on_change="rerun")
     if work.open:
         with work:
             render_work_queue(filters, order, calibrator, _request_open)
@@ -145,6 +146,11 @@ def _apply_requests() -> None:
     if st.session_state.pop(CLEAR_KEY, False):  # after a save: close the run before the picker is drawn
         st.session_state[PICK_KEY] = None  # set, not deleted: the browser's picker must show the change too
         st.session_state[SELECTED_KEY] = None
+    if st.query_params.get("view") == WORK_LINK["view"]:
+        # Read once, then dropped: a query-param-bound st.tabs broke this page's own URL (1.67 drew
+        # the pages/ folder as the navigation), so the link is a plain parameter.
+        st.session_state[TAB_KEY] = WORK_TAB
+        del st.query_params["view"]
     if request := st.session_state.pop(OPEN_KEY, None):
         run_id, version = request
         st.session_state[TAB_KEY] = BROWSE_TAB
@@ -214,7 +220,8 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
     st.dataframe(queue_frame(items, calibrated=calibrator is not None), hide_index=True, key="review.table",
                  column_config={"question": st.column_config.TextColumn(width="large"),
                                 **{name: st.column_config.NumberColumn(format="%.3f", width="small")
-                                   for name in ("run id", "confidence", "calibrated", "disagreement")}})
+                                   for name in ("confidence", "calibrated", "disagreement")},
+                                "run id": st.column_config.NumberColumn(width="small")})
 
 
 def _render_picker(items: Sequence[QueueItem]) -> int | None:

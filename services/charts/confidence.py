@@ -32,8 +32,10 @@ def breakdown_figure(breakdown: ConfidenceBreakdown) -> go.Figure:
                           f" → contributes %{{x:.3f}}<extra></extra>",
         ))
     fig.add_vline(x=breakdown.overall, line_dash="dot", annotation_text=f"total {breakdown.overall:.2f}")
-    fig.update_layout(barmode="stack", height=170, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis=dict(range=[0, 1], title="weighted contribution"), legend=dict(orientation="h", y=-0.5))
+    # The legend sits below the axis title, not on it (at 170 px high the two overlapped).
+    fig.update_layout(barmode="stack", height=210, margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis=dict(range=[0, 1], title="weighted contribution to the confidence (0–1)"),
+                      legend=dict(orientation="h", y=-0.75))
     return fig
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -15,6 +17,7 @@ SEGMENTS = (("flagged", "Flagged by a reviewer", "#d1242f"),
             ("ok", "Neither", "#8c959f"))
 CONFIDENCE_COLOR = "#0969da"
 RUNS_COLOR = "#8c959f"
+WEEK_MS = 7 * 24 * 3600 * 1000  # plotly measures widths and ticks on a date axis in milliseconds
 
 
 def fix_first_figure(trends: Sequence[DocumentTrend], *, top: int = FIX_FIRST_TOP) -> go.Figure:
@@ -44,9 +47,10 @@ def document_trend_figure(trend: DocumentTrend) -> go.Figure:
     many runs it appeared in (bars, right axis)."""
     weeks = [point.week for point in trend.weeks]
     fig = go.Figure()
+    # On a date axis a bar is 1 ms wide unless told otherwise; a lone week then filled the plot.
     fig.add_trace(go.Bar(
         name="runs", x=weeks, y=[point.runs for point in trend.weeks], yaxis="y2", marker_color=RUNS_COLOR,
-        opacity=0.45, hovertemplate="week of %{x|%Y-%m-%d}: %{y} runs<extra></extra>",
+        opacity=0.45, width=[0.8 * WEEK_MS] * len(weeks), hovertemplate="week of %{x|%Y-%m-%d}: %{y} runs<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
         name="mean confidence", x=weeks, y=[point.mean_confidence for point in trend.weeks], mode="lines+markers",
@@ -55,11 +59,23 @@ def document_trend_figure(trend: DocumentTrend) -> go.Figure:
     fig.update_layout(
         title=f"{document_label(trend)}: confidence per week", height=340, margin=dict(l=10, r=10, t=40, b=10),
         legend=dict(orientation="h", y=-0.25),
-        xaxis=dict(title="week (Monday, UTC)", type="date"),
+        xaxis=_week_axis(weeks),
         yaxis=dict(title="mean final confidence", range=[0, 1.05]),
-        yaxis2=dict(title="runs", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+        # tickmode "auto": synced to the left axis, run counts got ticks like 5.81
+        yaxis2=dict(title="runs", overlaying="y", side="right", rangemode="tozero", showgrid=False, tickmode="auto"),
     )
     return fig
+
+
+def _week_axis(weeks: list[Any]) -> dict[str, Any]:
+    """Weeks as dates, ten days of margin either side, a tick a week while they fit."""
+    axis: dict[str, Any] = dict(title="week (Monday, UTC)", type="date", tickformat="%d %b %Y")
+    if weeks:
+        margin = timedelta(days=10)
+        axis["range"] = [min(weeks) - margin, max(weeks) + margin]
+        if len(weeks) <= 12:
+            axis["dtick"] = WEEK_MS
+    return axis
 
 
 def document_label(trend: DocumentTrend) -> str:

@@ -109,6 +109,15 @@ def test_when_nothing_is_pending_the_view_says_the_queue_is_worked_through(demo_
     assert left(at).startswith("0 pending left · 3 reviewed")
 
 
+def test_the_start_here_link_opens_the_work_view(demo_runs) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    at = AppTest.from_file(PAGE, default_timeout=300)
+    at.query_params["view"] = "work"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state[TAB_KEY] == WORK_TAB and left(at).startswith("3 pending left")
+    assert "view" not in at.query_params  # read once: switching tabs afterwards is not undone
+
+
 def test_correct_or_read_in_full_opens_the_run_in_the_browse_view(demo_runs) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     at = open_work()
     first = shown_run_id(at)
