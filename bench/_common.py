@@ -17,10 +17,29 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SQUAD_DIR = Path(os.environ.get("BENCH_SQUAD_DIR", "/work/shared/data/squad2-halfdev"))
+_OWN_SETS = Path(__file__).resolve().parent / "data"
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A BEIR-format evaluation set: SQuAD half-dev, or one of ours under bench/data."""
+
+    name: str
+    corpus: Path
+    queries: Path
+    qrels: Path
+
+
+EVAL_SETS = {
+    "squad": EvalSet("squad", SQUAD_DIR / "corpus.jsonl", SQUAD_DIR / "queries.jsonl", SQUAD_DIR / "qrels" / "test.tsv"),
+    **{name: EvalSet(name, _OWN_SETS / name / "corpus.jsonl", _OWN_SETS / name / "queries.jsonl",
+                     _OWN_SETS / name / "qrels.tsv") for name in ("python-reference", "numpy-api")},
+}
 
 _STARTED = time.perf_counter()
 
@@ -144,13 +163,24 @@ def squad_questions() -> list[dict[str, Any]]:
 def squad_sample(per_class: int, *, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`per_class` answerable and `per_class` unanswerable SQuAD questions, drawn at random
     with `seed`: the same questions in every bench that asks for the same size and seed."""
+    return question_sample(EVAL_SETS["squad"], per_class, seed=seed)
+
+
+def question_sample(eval_set: EvalSet, per_class: int, *,
+                    seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Up to `per_class` answerable and unanswerable questions of a set, drawn with `seed`
+    (SQuAD marks the unanswerable ones is_impossible, our sets answerable: false)."""
     import random
 
-    questions = squad_questions()
+    def answerable(question: dict[str, Any]) -> bool:
+        meta = question["metadata"]
+        return not meta["is_impossible"] if "is_impossible" in meta else bool(meta["answerable"])
+
+    questions = read_jsonl(eval_set.queries)
     rng = random.Random(seed)
-    answerable = rng.sample([q for q in questions if not q["metadata"]["is_impossible"]], per_class)
-    unanswerable = rng.sample([q for q in questions if q["metadata"]["is_impossible"]], per_class)
-    return answerable, unanswerable
+    pools = [q for q in questions if answerable(q)], [q for q in questions if not answerable(q)]
+    yes, no = (rng.sample(pool, min(per_class, len(pool))) for pool in pools)
+    return yes, no
 
 
 # --- numbers -----------------------------------------------------------------------------

@@ -3,7 +3,8 @@ latency per preset, and the share of runs per route; offline backend unless --ba
 otherwise (openai-compatible: the server at LLM_BASE_URL serving LLM_MODEL, see README).
 
     python bench/pipeline.py [--per-class 500] [--presets minimal,balanced,research]
-                             [--backend offline|openai-compatible]
+                             [--backend offline|openai-compatible] [--set squad|python-reference|numpy-api]
+                             [--self-calibrate]
 
 Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}, or
 {"backend", "skipped": reason} when the chosen backend's server does not answer. Each
@@ -22,16 +23,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (  # noqa: E402
-    SQUAD_DIR,
+    EVAL_SETS,
     emit,
     log,
     machine,
     median,
     phase,
     prepare_store,
+    question_sample,
     rounded,
     shutdown_store,
-    squad_sample,
     today,
 )
 
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--backend", choices=("offline", "openai-compatible"), default="offline")
+    parser.add_argument("--set", dest="eval_set", choices=sorted(EVAL_SETS), default="squad",
+                        help="whose corpus and questions (ours have fewer questions: up to --per-class a class)")
     parser.add_argument("--self-calibrate", action="store_true",
                         help="self-calibrate the corpus after ingest, so retrieval confidence is its fitted mapping")
     args = parser.parse_args()
@@ -65,15 +68,16 @@ def main() -> None:
     from services.corpus.ingest import ingest_paths
 
     timings: dict[str, float] = {}
+    eval_set = EVAL_SETS[args.eval_set]
     try:
-        with phase("ingest SQuAD corpus (real model)", timings):
-            ingest_paths([SQUAD_DIR / "corpus.jsonl"])
+        with phase(f"ingest the {eval_set.name} corpus (real model)", timings):
+            ingest_paths([eval_set.corpus])
         if args.self_calibrate:
             from services.scoring.self_calibration import self_calibrate
 
             with phase("self-calibrate the corpus", timings):
                 self_calibrate("default", created_by="bench/pipeline.py")
-        answerable, unanswerable = squad_sample(args.per_class, seed=args.seed)
+        answerable, unanswerable = question_sample(eval_set, args.per_class, seed=args.seed)
         sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
         results: dict[str, dict] = {}
         for preset in args.presets.split(","):
@@ -113,7 +117,8 @@ def main() -> None:
             "route_share": {p: r["route_share"] for p, r in results.items()},
             "by_preset": {p: {k: v for k, v in r.items() if k not in ("p50_ms_by_stage", "route_share")}
                           for p, r in results.items()},
-            "questions_per_class": args.per_class,
+            "set": eval_set.name,
+            "questions": {"answerable": len(answerable), "unanswerable": len(unanswerable)},
             "backend": backend.label,
             "self_calibrated": args.self_calibrate,
             "timings_s": timings,

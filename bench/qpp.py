@@ -7,8 +7,9 @@ in the top 10, from the qrels) and the set's own pseudo-questions (services.scor
 pseudo_queries; the label needs no qrels). Then, per mode, the AUROC on the judged
 questions of: the weighted confidence; each signal of services/scoring/qpp.py alone; and
 the mapping fitted on the pseudo-questions alone with the weighted confidence plus that
-signal. A signal is kept (qpp.SIGNALS) only when it raises the hybrid AUROC on at least two
-corpora. Last line: the JSON of every figure, and the kept signals' AUROC and ECE.
+signal (AUROC and ECE); and, for each kept signal, the kept set without it. A signal is kept
+(qpp.SIGNALS) only when the kept set without it ranks or calibrates worse on the hybrid
+mode of at least two corpora. Last line: the JSON of every figure.
 """
 
 from __future__ import annotations
@@ -21,14 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import SQUAD_DIR, emit, log, machine, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent
-SETS = {
-    "squad": (SQUAD_DIR / "corpus.jsonl", SQUAD_DIR / "queries.jsonl", SQUAD_DIR / "qrels" / "test.tsv"),
-    **{name: (ROOT / "data" / name / "corpus.jsonl", ROOT / "data" / name / "queries.jsonl",
-              ROOT / "data" / name / "qrels.tsv") for name in ("python-reference", "numpy-api")},
-}
+from bench._common import EVAL_SETS, emit, log, machine, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
 
 
 def searched(texts: list[str], wanted: list[set[str]], passages: list[str | None], *, collection: str, mode: str,
@@ -80,16 +74,20 @@ def measure(real: list[dict[str, Any]], pseudo: list[dict[str, Any]]) -> dict[st
                            "isotonic": mapped((), "isotonic"), "kept": mapped(qpp.SIGNALS), "signals": {}}
     for name in sorted({n for r in real for n in r["signals"]}):
         alone = [r["signals"].get(name, 0.0) for r in real]
+        with_weighted = mapped((name,))
         out["signals"][name] = {"alone_auroc": rounded(roc_auc_score(labels, alone)),
-                                "with_weighted_auroc": mapped((name,))[0]}
+                                "with_weighted_auroc": with_weighted[0], "with_weighted_ece": with_weighted[1]}
+        if name in qpp.SIGNALS:  # what the kept set loses without it: (AUROC, ECE)
+            out["signals"][name]["kept_without"] = mapped(tuple(s for s in qpp.SIGNALS if s != name))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--sets", default=",".join(EVAL_SETS))
     parser.add_argument("--modes", default="hybrid,bm25,dense")
     parser.add_argument("--pseudo", type=int, default=600, help="pseudo-questions per set")
+    parser.add_argument("--seed", type=int, default=0, help="of the pseudo-questions (0: what self-calibration uses)")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     args = parser.parse_args()
@@ -105,16 +103,16 @@ def main() -> None:
     results: dict[str, Any] = {}
     try:
         for name in args.sets.split(","):
-            corpus, queries_path, qrels_path = SETS[name]
-            if not corpus.exists():
-                log(f"{name}: skipped, {corpus} is not there")
+            eval_set = EVAL_SETS[name]
+            if not eval_set.corpus.exists():
+                log(f"{name}: skipped, {eval_set.corpus} is not there")
                 continue
             collection = f"qpp-{name}"
             with phase(f"{name}: ingest"):
-                ingest_paths([corpus], collection=collection)
-            queries, qrels = load_judged_queries(BeirFiles(queries_path, qrels_path))
+                ingest_paths([eval_set.corpus], collection=collection)
+            queries, qrels = load_judged_queries(BeirFiles(eval_set.queries, eval_set.qrels))
             with transaction() as session:
-                pseudo = sample_pseudo_queries(session, collection=collection, n=args.pseudo, seed=1)
+                pseudo = sample_pseudo_queries(session, collection=collection, n=args.pseudo, seed=args.seed)
             results[name] = {}
             for mode in args.modes.split(","):
                 with phase(f"{name}: {mode}, {len(queries)} judged and {len(pseudo)} pseudo-questions"):
@@ -127,11 +125,15 @@ def main() -> None:
                 log(f"{name} {mode}: {results[name][mode]}")
     finally:
         shutdown_store(settings, data_dir, remove=created and not args.keep)
-    raised = {s: sum(1 for by_mode in results.values() if "hybrid" in by_mode and s in by_mode["hybrid"]["signals"]
-                     and by_mode["hybrid"]["signals"][s]["with_weighted_auroc"] > by_mode["hybrid"]["weighted_auroc"])
+    hybrid = [by_mode["hybrid"] for by_mode in results.values() if "hybrid" in by_mode]
+    raised = {s: sum(1 for h in hybrid if s in h["signals"] and h["signals"][s]["with_weighted_auroc"] > h["weighted_auroc"])
               for s in qpp.all_signals({"bm25": [2.0, 1.0], "dense": [0.6, 0.5]}, query_terms=1)}
-    emit({"date": today(), "machine": machine(), "kept": list(qpp.SIGNALS),
-          "corpora_where_signal_raises_hybrid_auroc": raised, "sets": results})
+    # A kept signal earns its place where the kept set without it ranks worse or calibrates worse.
+    needed = {s: sum(1 for h in hybrid if h["signals"][s]["kept_without"][0] < h["kept"][0]
+                     or h["signals"][s]["kept_without"][1] > h["kept"][1]) for s in qpp.SIGNALS}
+    emit({"date": today(), "machine": machine(), "kept": list(qpp.SIGNALS), "pseudo_seed": args.seed,
+          "corpora_where_signal_raises_hybrid_auroc": raised, "corpora_where_kept_signal_is_needed": needed,
+          "sets": results})
 
 
 if __name__ == "__main__":

@@ -92,8 +92,9 @@ def render_self_calibration(user: CurrentUser, active: WeightsProfile, on_profil
     left, middle, right = st.columns([2, 1, 1])
     left.selectbox("Collection", names, format_func=collection_label(collections), key=COLLECTION_KEY)
     middle.number_input("Pseudo-questions", min_value=MIN_QUESTIONS, max_value=20_000, step=100, key=QUESTIONS_KEY,
-                        help="Half fit the mapping and half measure it; chunks without a usable sentence are "
-                             "skipped. About a minute per mode for 600.")
+                        help="The questions of every other chunk fit the mapping, the rest measure it; chunks "
+                             "without a usable sentence are skipped, and a small collection asks each chunk up to "
+                             "four. About a minute per mode for 1,800 on two cores.")
     right.radio("Method", METHODS, key=METHOD_KEY, horizontal=True,
                 help="logistic also learns from the retrieval's score signals; isotonic only rescales the score.")
     allowed = bool(user.name) and user.is_admin

@@ -5,8 +5,8 @@ collection's chunks into questions whose answer is known (the chunk's document),
 searched as Search does, and whether the document came back in the top ten is the label
 the mapping (services.scoring.mapping) is fitted to, per retrieval mode.
 
-Before/after figures are measured on pseudo-questions the mapping was not fitted on (the
-odd half of the sample); the stored mapping is then refitted on the whole sample.
+Before/after figures are measured on pseudo-questions the mapping was not fitted on (those
+of every other chunk); the stored mapping is then refitted on the whole sample.
 """
 
 from __future__ import annotations
@@ -107,9 +107,21 @@ def fit_outcomes(outcomes: Sequence[Outcome], *, method: str = "logistic") -> Co
                        [int(o.found) for o in outcomes], features=qpp.SIGNALS, method=method)
 
 
-def held_out_reports(outcomes: Sequence[Outcome], *, method: str = "logistic") -> tuple[CalibrationReport, CalibrationReport]:
-    """(weighted, mapped) against the labels of the odd half, the mapping fitted on the even half."""
-    fit_half, test_half = outcomes[0::2], outcomes[1::2]
+def halves_by_chunk(chunks: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Indexes of the questions of every other chunk, in order of first appearance, and of the
+    rest: a chunk asked several questions is on one side only, so the held-out half measures
+    questions about text the mapping never saw."""
+    order = {chunk: i for i, chunk in enumerate(dict.fromkeys(chunks))}
+    fit = [i for i, chunk in enumerate(chunks) if order[chunk] % 2 == 0]
+    return fit, [i for i, chunk in enumerate(chunks) if order[chunk] % 2 == 1]
+
+
+def held_out_reports(outcomes: Sequence[Outcome], chunks: Sequence[int], *,
+                     method: str = "logistic") -> tuple[CalibrationReport, CalibrationReport]:
+    """(weighted, mapped) against the labels of one half, the mapping fitted on the other (see
+    halves_by_chunk: `chunks[i]` is the chunk question i was cut from)."""
+    fit, test = halves_by_chunk(chunks)
+    fit_half, test_half = [outcomes[i] for i in fit], [outcomes[i] for i in test]
     mapping = fit_outcomes(fit_half, method=method)
     labels = [int(o.found) for o in test_half]
     before = calibration_metrics([min(max(o.weighted, 0.0), 1.0) for o in test_half], labels)
@@ -147,7 +159,7 @@ def fit_collection(collection: str, *, modes: Sequence[str] = RETRIEVAL_MODES, n
                                    settings=settings, vectors=vectors, passages=[q.passage for q in queries],
                                    on_each=tick)
         try:
-            before, after = held_out_reports(outcomes, method=method)
+            before, after = held_out_reports(outcomes, [q.chunk_id for q in queries], method=method)
             calibrated.append(ModeCalibration(mode, fit_outcomes(outcomes, method=method), before, after))
         except InputError as exc:  # e.g. every question found: nothing to learn in this mode, the others stand
             skipped[mode] = str(exc)

@@ -222,7 +222,7 @@ def test_raw_metrics_say_where_the_retrieval_ran_and_carry_its_signals():
     assert set(raw["qpp"]) == set(SIGNALS)
     assert raw["qpp"] == signals(LEGS, query_terms=2)  # "why" and "does" are stop words: magma, rise
     bm25_only = raw_metrics(HITS, mode="bm25", leg_scores={"bm25": LEGS["bm25"]})["qpp"]
-    assert set(bm25_only) == {s for s in SIGNALS if s.endswith("_bm25")}
+    assert set(bm25_only) == {s for s in SIGNALS if not s.endswith("_dense")}
     assert raw_metrics(HITS)["qpp"] == {} and raw_metrics(HITS)["collection"] is None
 
 

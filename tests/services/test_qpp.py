@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.scoring.qpp import QPP_K, SIGNALS, all_signals, nqc, signals, smv, wig
+from services.scoring.qpp import QPP_K, SIGNALS, all_signals, nqc, query_length, signals, smv, wig
 
 # The running example: the best two of [4, 2, 2, 0] are [4, 2].
 #   mean of all  mu_c = (4 + 2 + 2 + 0) / 4 = 2
@@ -69,9 +69,17 @@ def test_smv_counts_non_positive_scores_as_nothing():
     assert smv([1.0, -5.0], k=1) == 0.0
 
 
+def test_query_length_is_the_log_of_one_plus_the_content_terms():
+    assert query_length(0) == 0.0  # stop words only
+    assert query_length(1) == pytest.approx(math.log(2))
+    assert query_length(7) == pytest.approx(math.log(8))
+    assert query_length(-3) == 0.0  # never a log of a negative count
+
+
 def test_all_signals_names_each_signal_by_leg_and_divides_only_bm25_by_query_terms():
     measured = all_signals({"bm25": SCORES, "dense": SCORES}, query_terms=4)
-    assert set(measured) == {f"{s}_{leg}" for s in ("nqc", "wig", "smv") for leg in ("bm25", "dense")}
+    assert set(measured) == {f"{s}_{leg}" for s in ("nqc", "wig", "smv") for leg in ("bm25", "dense")} | {"query_length"}
+    assert measured["query_length"] == pytest.approx(math.log(5))  # one per search, not per leg
     # the default k (10) covers the whole list: mu_k = mu_c = 2, so wig is 0 on both legs
     assert measured["wig_bm25"] == measured["wig_dense"] == 0.0
     top_heavy = [9.0] + [1.0] * 11  # mu_k = (9 + 9) / 10 = 1.8, mu_c = (9 + 11) / 12 = 5/3
@@ -84,11 +92,11 @@ def test_all_signals_names_each_signal_by_leg_and_divides_only_bm25_by_query_ter
 
 def test_a_leg_that_did_not_run_has_no_signals():
     only_bm25 = all_signals({"bm25": SCORES}, query_terms=2)
-    assert set(only_bm25) == {"nqc_bm25", "wig_bm25", "smv_bm25"}
+    assert set(only_bm25) == {"nqc_bm25", "wig_bm25", "smv_bm25", "query_length"}
     # an empty or missing list is a leg that did not run, as is one a caller marks None
     assert all_signals({"bm25": SCORES, "dense": ()}, query_terms=2) == only_bm25
     assert all_signals({"bm25": SCORES, "dense": None}, query_terms=2) == only_bm25  # type: ignore[dict-item]
-    assert all_signals({}, query_terms=2) == {}
+    assert all_signals({}, query_terms=2) == {}  # nothing was searched: not even the query's length
 
 
 def test_signals_keeps_only_the_chosen_signals_of_legs_that_ran():
@@ -97,5 +105,5 @@ def test_signals_keeps_only_the_chosen_signals_of_legs_that_ran():
     full = all_signals({"bm25": SCORES, "dense": [0.8, 0.5, 0.4]}, query_terms=3)
     assert both == {name: full[name] for name in SIGNALS}
     dense_only = signals({"dense": [0.8, 0.5, 0.4]}, query_terms=3)
-    assert set(dense_only) == {name for name in SIGNALS if name.endswith("_dense")}
+    assert set(dense_only) == {name for name in SIGNALS if not name.endswith("_bm25")}
     assert signals({}, query_terms=3) == {}

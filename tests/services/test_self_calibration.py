@@ -23,8 +23,8 @@ from services.retrieval.text import STOPWORDS, tokenize
 from services.scoring.confidence import retrieval_metrics, score_retrieval
 from services.scoring.mapping import ConfidenceMapping
 from services.scoring.profiles import active_profile, save_profile
-from services.scoring.pseudo_queries import WINDOW_WORDS, pseudo_query, sample_pseudo_queries
-from services.scoring.self_calibration import self_calibrate
+from services.scoring.pseudo_queries import QUESTIONS_PER_CHUNK, WINDOW_WORDS, pseudo_query, sample_pseudo_queries
+from services.scoring.self_calibration import halves_by_chunk, self_calibrate
 from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile, mappings_from_dict
 from services.store import transaction
 
@@ -177,6 +177,29 @@ def test_sample_is_deterministic_per_seed_and_differs_across_seeds(corpus):  # t
         assert len(query.text.split()) == len(query.passage.split()) - 1
 
 
+def test_a_collection_with_fewer_chunks_than_wanted_asks_each_chunk_several_questions(corpus):  # type: ignore[no-untyped-def]
+    with transaction() as session:
+        chunks = session.scalar(text("SELECT count(*) FROM chunks c JOIN collections k ON k.id = c.collection_id "
+                                     "WHERE k.name = :c"), {"c": corpus})
+        once = sample_pseudo_queries(session, collection=corpus, n=chunks, seed=0)
+        many = sample_pseudo_queries(session, collection=corpus, n=100 * chunks, seed=0)
+        capped = sample_pseudo_queries(session, collection=corpus, n=chunks + 7, seed=0)
+    per_chunk = [sum(1 for q in many if q.chunk_id == c) for c in {q.chunk_id for q in many}]
+    assert len({q.chunk_id for q in once}) == len(once)  # enough chunks: one question each
+    assert max(per_chunk) == QUESTIONS_PER_CHUNK  # up to the cap, never past it
+    assert len(many) > 2 * len(once)
+    assert len({(q.chunk_id, q.text) for q in many}) == len(many)  # no question asked twice
+    assert len(capped) == chunks + 7  # never more than asked for
+
+
+def test_held_out_halves_never_share_a_chunk():
+    chunks = [5, 9, 5, 2, 9, 9, 7, 2, 5]
+    fit, test = halves_by_chunk(chunks)
+    assert sorted(fit + test) == list(range(len(chunks)))
+    assert {chunks[i] for i in fit} == {5, 2} and {chunks[i] for i in test} == {9, 7}  # every other chunk
+    assert not {chunks[i] for i in fit} & {chunks[i] for i in test}
+
+
 def test_search_results_carry_each_legs_raw_scores(corpus):  # type: ignore[no-untyped-def]
     query = "the copper kettle behind the old mill"
     by_mode = {mode: search(query, default_params(mode=mode, k=10, collection=corpus)) for mode in RETRIEVAL_MODES}
@@ -193,8 +216,8 @@ def test_search_results_carry_each_legs_raw_scores(corpus):  # type: ignore[no-u
     hybrid = by_mode["hybrid"]
     assert hybrid.leg_scores["bm25"][0] == pytest.approx(max(h.bm25_score or 0.0 for h in hybrid.hits))
     assert hybrid.leg_scores["dense"][0] == pytest.approx(max(h.dense_similarity or -1.0 for h in hybrid.hits))
-    # the QPP signals are those of the legs that ran
-    assert set(retrieval_metrics(by_mode["bm25"])["qpp"]) <= {"nqc_bm25", "wig_bm25", "smv_bm25"}
+    # the QPP signals are those of the legs that ran, and the query's length
+    assert set(retrieval_metrics(by_mode["bm25"])["qpp"]) <= {"nqc_bm25", "wig_bm25", "smv_bm25", "query_length"}
     assert retrieval_metrics(hybrid)["qpp"]
 
 
