@@ -50,14 +50,7 @@ def build_engine(settings: StoreSettings) -> Engine:
         )
     except EmbeddedServerError as exc:
         raise StoreUnavailableError(str(exc)) from exc
-    engine = create_engine(
-        _psycopg_url(raw_url),
-        pool_pre_ping=True,
-        pool_size=5,
-        max_overflow=10,
-        connect_args={"connect_timeout": 5, "options": f"-c hnsw.ef_search={DEFAULT_EF_SEARCH} -c hnsw.iterative_scan=strict_order"},
-    )
-    event.listen(engine, "connect", _register_vector_type)
+    engine = _create(raw_url)
     try:
         upgrade_to_head(engine, embedding_dim=settings.embedding_dim)
     except DBAPIError as exc:
@@ -68,6 +61,36 @@ def build_engine(settings: StoreSettings) -> Engine:
         ) from exc
     # Connections opened before the migration created the vector type lack its adapter.
     engine.dispose()
+    return engine
+
+
+def build_read_engine(settings: StoreSettings) -> Engine:
+    """The engine for DATABASE_READ_URL (a replica: no migrations run there, the primary's
+    reach it by replication); raise StoreUnavailableError when it cannot connect."""
+    assert settings.database_read_url is not None
+    engine = _create(settings.database_read_url.get_secret_value())
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except DBAPIError as exc:
+        engine.dispose()
+        where = urlsplit(settings.database_read_url.get_secret_value())
+        raise StoreUnavailableError(
+            f"cannot reach the read replica (DATABASE_READ_URL) at {where.hostname or 'local socket'}"
+            f":{where.port or 5432}{where.path}: {_first_line(exc.orig)}"
+        ) from exc
+    return engine
+
+
+def _create(raw_url: str) -> Engine:
+    engine = create_engine(
+        _psycopg_url(raw_url),
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=10,
+        connect_args={"connect_timeout": 5, "options": f"-c hnsw.ef_search={DEFAULT_EF_SEARCH} -c hnsw.iterative_scan=strict_order"},
+    )
+    event.listen(engine, "connect", _register_vector_type)
     return engine
 
 

@@ -24,6 +24,9 @@ class StoreSettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
     database_url: SecretStr | None = None
+    # A read replica of DATABASE_URL (or of the embedded server): searches and other read-only
+    # paths run there, writes and migrations on the primary. Unset = everything on the primary.
+    database_read_url: SecretStr | None = None
     workbench_data_dir: Path = Field(default_factory=_default_data_dir)
     embedding_dim: int = 384  # the vector column's width; must match the model, checked when it loads
 

@@ -1,16 +1,18 @@
-"""The process's engine and transactions, with store failures mapped to WorkbenchErrors."""
+"""The process's engines (primary, and read replica when set) and transactions, with store
+failures mapped to WorkbenchErrors."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from db import StoreUnavailableError, build_engine, describe_store
+from db import StoreUnavailableError, build_engine, build_read_engine, describe_store
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
 from services.settings import Settings, get_settings
 
@@ -18,9 +20,12 @@ _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _settings_key(settings: Settings) -> str:
+def _settings_key(settings: Settings, *, read: bool = False) -> str:
     url = settings.database_url.get_secret_value() if settings.database_url else ""
-    return f"{url}|{settings.workbench_data_dir}"
+    key = f"{url}|{settings.workbench_data_dir}"
+    if read and settings.database_read_url is not None:
+        return f"read|{settings.database_read_url.get_secret_value()}|{key}"
+    return key
 
 
 def get_engine(settings: Settings | None = None) -> Engine:
@@ -41,11 +46,49 @@ def get_engine(settings: Settings | None = None) -> Engine:
         return engine
 
 
+def get_read_engine(settings: Settings | None = None) -> Engine:
+    """The engine read-only work uses: DATABASE_READ_URL's replica when set, else the primary's."""
+    settings = settings or get_settings()
+    if settings.database_read_url is None:
+        return get_engine(settings)
+    get_engine(settings)  # the primary first: it owns the migrations the replica receives
+    key = _settings_key(settings, read=True)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            try:
+                engine = build_read_engine(settings)
+            except StoreUnavailableError as exc:
+                raise DatabaseUnavailableError(
+                    f"Database unavailable: {exc}. Check that the replica is running "
+                    "(or unset DATABASE_READ_URL to read from the primary) and try again."
+                ) from exc
+            _ENGINES[key] = engine
+        return engine
+
+
 @contextmanager
 def transaction(settings: Settings | None = None) -> Iterator[Session]:
-    """One unit of work: commits on success, rolls back on any error."""
+    """One unit of work on the primary: commits on success, rolls back on any error."""
     settings = settings or get_settings()
-    engine = get_engine(settings)
+    with _unit_of_work(settings, read=False) as session:
+        yield session
+
+
+@contextmanager
+def read_transaction(settings: Settings | None = None) -> Iterator[Session]:
+    """A read-only transaction on the read engine (the replica when DATABASE_READ_URL is set).
+    READ ONLY on the primary too: a write on a read path fails in every deployment, not only
+    in the one that has a replica."""
+    settings = settings or get_settings()
+    with _unit_of_work(settings, read=True) as session:
+        session.execute(text("SET TRANSACTION READ ONLY"))
+        yield session
+
+
+@contextmanager
+def _unit_of_work(settings: Settings, *, read: bool) -> Iterator[Session]:
+    engine = get_read_engine(settings) if read else get_engine(settings)
     session = Session(engine, expire_on_commit=False)
     try:
         yield session
@@ -53,7 +96,7 @@ def transaction(settings: Settings | None = None) -> Iterator[Session]:
     except (OperationalError, DBAPIError) as exc:
         session.rollback()
         if _connection_lost(exc):
-            _forget_engine(settings, engine)
+            _forget_engine(_settings_key(settings, read=read), engine)
             where = describe_store(settings)
             raise DatabaseUnavailableError(
                 f"Database unavailable ({where.kind}, {where.location}); nothing was saved "
@@ -90,14 +133,44 @@ def _server_message(exc: DBAPIError) -> str:
     return f"{first}, SQLSTATE {sqlstate}" if sqlstate else first
 
 
-def _forget_engine(settings: Settings, engine: Engine) -> None:
+def _forget_engine(key: str, engine: Engine) -> None:
     """Drop an engine whose store went away, so the next action builds a new one: that
     reconnects, and restarts an embedded server that was stopped or killed (pre-ping alone
     would keep knocking on a dead server's socket)."""
     with _ENGINES_LOCK:
-        if _ENGINES.get(_settings_key(settings)) is engine:  # not one another thread already rebuilt
-            del _ENGINES[_settings_key(settings)]
+        if _ENGINES.get(key) is engine:  # not one another thread already rebuilt
+            del _ENGINES[key]
             engine.dispose()
+
+
+def wait_for_reads(settings: Settings | None = None, *, timeout_s: float = 30.0) -> None:
+    """Wait until the read replica has replayed everything the primary has written so far, so
+    a read right after a write (an evaluation after its ingest) sees it. A no-op without one."""
+    settings = settings or get_settings()
+    if settings.database_read_url is None:
+        return
+    with get_engine(settings).connect() as primary:
+        target = primary.execute(text("SELECT pg_current_wal_lsn()")).scalar_one()
+    deadline = time.monotonic() + timeout_s
+    with get_read_engine(settings).connect() as replica:
+        while True:
+            caught_up = replica.execute(text(_REPLAYED_SQL), {"target": target}).scalar_one()
+            if caught_up:
+                return
+            if time.monotonic() > deadline:
+                raise DatabaseUnavailableError(
+                    f"the read replica (DATABASE_READ_URL) has not replayed the primary's writes after {timeout_s:.0f} s; "
+                    "check its replication (pg_stat_replication on the primary)"
+                )
+            time.sleep(0.02)
+            replica.rollback()
+
+
+# A server that is not in recovery is not a replica (the read URL names the primary itself, or a
+# copy kept in step some other way): nothing to wait for.
+_REPLAYED_SQL = """
+SELECT NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= CAST(:target AS pg_lsn)
+"""
 
 
 def dispose_engines() -> None:

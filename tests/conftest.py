@@ -104,7 +104,7 @@ def squad_collection(engine, squad_dir: Path) -> str:  # type: ignore[no-untyped
 _SLOW_FIXTURES = {"squad_dir", "squad_collection"}
 _SLOW_MODULES = {"test_faults.py", "test_processes.py", "test_concurrent_reviews.py", "test_embedded.py",
                  "test_bad_input_properties.py", "test_bad_input_upload_properties.py", "test_demo_questions.py",
-                 "test_api_assessment.py"}
+                 "test_api_assessment.py", "test_read_replica.py"}
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

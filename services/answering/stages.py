@@ -26,7 +26,7 @@ from services.scoring import confidence as conf
 from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
 from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.settings import Settings
-from services.store import transaction
+from services.store import read_transaction
 
 INSUFFICIENT = "insufficient data: the corpus returned nothing for this question"
 T = TypeVar("T")
@@ -264,7 +264,7 @@ def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, v
 def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | None]:
     config, settings = setup.config, setup.settings
     params = default_params(settings, mode=config.retrieval_mode, k=config.k, collection=setup.collection)
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         results = [search_in_session(q, params, session=session, settings=settings) for q in plan.queries]
         if plan.use_fallback and setup.fallback is not None:
             results.append(setup.fallback.search(plan.queries[0], config.k))

@@ -12,7 +12,7 @@ from services.corpus.indexing import lock_collection, remove_document
 from services.corpus.ingest import IngestSummary, ProgressCallback, ingest_paths
 from services.errors import NotFoundError
 from services.settings import Settings, get_settings
-from services.store import transaction
+from services.store import read_transaction, transaction
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
 
@@ -48,7 +48,7 @@ FROM collections c WHERE c.name = :name
 
 
 def corpus_stats(collection: str = "default", *, settings: Settings | None = None) -> CorpusStats:
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         row = session.execute(text(_STATS_SQL), {"name": collection}).first()
     if row is None:
         return CorpusStats(collection, 0, 0, 0, 0.0)
@@ -58,7 +58,7 @@ def corpus_stats(collection: str = "default", *, settings: Settings | None = Non
 def require_collection(name: str, *, settings: Settings | None = None) -> None:
     """NotFoundError naming the collections there are, when `name` is not one of them: a typo
     must not look like a search that found nothing."""
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         names = list(session.scalars(text("SELECT name FROM collections ORDER BY name")))
     if name not in names:
         known = ", ".join(map(repr, names)) if names else "none yet; ingest documents first"
@@ -77,7 +77,7 @@ LIMIT :limit
 
 
 def list_documents(collection: str = "default", *, limit: int = 10_000, settings: Settings | None = None) -> list[DocumentInfo]:
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         rows = session.execute(text(_DOCUMENTS_SQL), {"name": collection, "limit": limit}).all()
     return [
         DocumentInfo(r.id, r.external_id, r.title, r.source, r.chunks, r.tokens, r.updated_at.isoformat(timespec="seconds"))

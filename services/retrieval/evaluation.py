@@ -31,7 +31,7 @@ from services.scoring.mapping import ConfidenceMapping
 from services.scoring.self_calibration import fit_collection
 from services.scoring.weights import WeightsProfile
 from services.settings import Settings, get_settings
-from services.store import transaction
+from services.store import read_transaction, wait_for_reads
 
 MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
 DOC_DEPTH = 100  # documents ranked per query (Recall@100 needs 100)
@@ -84,7 +84,7 @@ def evaluate(
         params = default_params(settings, mode=mode, k=DOC_DEPTH * 2, depth=DOC_DEPTH * 2, collection=collection)
         run: dict[str, dict[str, float]] = {}
         per_query: list[dict[str, object]] = []
-        with transaction(settings) as session:
+        with read_transaction(settings) as session:
             for query, vector in zip(judged, vectors):
                 result = search_in_session(query.text, params, session=session, settings=settings, query_vector=vector)
                 ranked = _documents_in_rank_order(result.hits)[:DOC_DEPTH]
@@ -199,7 +199,7 @@ def _unknown_documents(queries: Sequence[EvalQuery], qrels: dict[str, dict[str, 
                        settings: Settings | None) -> list[str]:
     """Judged document ids the collection does not hold: they can only ever score 0."""
     judged = sorted({doc for q in queries for doc in qrels[q.query_id]})
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         collection_id = find_collection(session, collection)
         known = set() if collection_id is None else set(known_hashes(session, collection_id, judged))
     return [doc for doc in judged if doc not in known]
@@ -236,6 +236,7 @@ def evaluate_beir(
         if summary.ingested + summary.replaced + summary.unchanged == 0:
             reasons = "; ".join(f"{s.source}: {s.reason}" for s in summary.skipped[:3])
             raise InputError(f"no documents could be read from the corpus {files.corpus} ({reasons})")
+        wait_for_reads(settings)  # the searches below may run on a replica
     if unknown := _unknown_documents(queries, qrels, collection, settings):
         warnings.append(f"{len(unknown)} judged documents are not in the collection {collection!r} and score 0 "
                         f"wherever they are relevant: {named(unknown)}")

@@ -18,7 +18,7 @@ from services.retrieval.entities import extract_entities
 from services.retrieval.rerank import rerank_hits
 from services.retrieval.text import tokenize
 from services.settings import Settings, get_settings
-from services.store import transaction
+from services.store import read_transaction
 
 # Control characters, and unpaired surrogates (undecodable bytes in a command-line argument),
 # which the embedding tokenizer and the store both refuse.
@@ -67,10 +67,10 @@ def default_params(settings: Settings | None = None, **overrides: object) -> Sea
 
 
 def search(query: str, params: SearchParams | None = None, *, settings: Settings | None = None) -> RetrievalResult:
-    """Run one search in its own read transaction."""
+    """Run one search in its own read-only transaction (on the read replica when there is one)."""
     settings = settings or get_settings()
     params = params or default_params(settings)
-    with transaction(settings) as session:
+    with read_transaction(settings) as session:
         return search_in_session(query, params, session=session, settings=settings)
 
 
