@@ -252,6 +252,8 @@ def _store_facts(settings) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         return dict(row)
 
 
+# Chunks and postings are partitioned by collection (migration 0009): a parent's own size is 0,
+# its partitions hold the rows and indexes.
 _STORE_FACTS = """
 SELECT current_setting('server_version') AS postgres,
        (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
@@ -260,9 +262,12 @@ SELECT current_setting('server_version') AS postgres,
        (SELECT count(*) FROM bm25_postings) AS postings,
        (SELECT count(*) FROM bm25_terms t JOIN collections c ON c.id = t.collection_id
         WHERE c.name = :name) AS terms,
-       pg_size_pretty(pg_total_relation_size('bm25_postings')) AS postings_size,
-       pg_size_pretty(pg_total_relation_size('chunks')) AS chunks_size,
-       pg_size_pretty(pg_relation_size('chunks_embedding_hnsw')) AS hnsw_size
+       pg_size_pretty(_sizes.postings) AS postings_size,
+       pg_size_pretty(_sizes.chunks) AS chunks_size,
+       pg_size_pretty(_sizes.hnsw) AS hnsw_size
+FROM (SELECT (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('bm25_postings')) AS postings,
+             (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('chunks')) AS chunks,
+             (SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree('chunks_embedding_hnsw')) AS hnsw) _sizes
 """
 
 
@@ -270,20 +275,14 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
     """Print EXPLAIN (ANALYZE, BUFFERS) of each mode's SQL for the median-latency hybrid query."""
     from sqlalchemy import text
 
-    from services.retrieval.search import SQL_BY_MODE, clean_query, default_params
-    from services.retrieval.text import tokenize
+    from services.retrieval.search import SQL_BY_MODE, clean_query, default_params, statement_values
     from services.store import transaction
 
     pick = int(np.argsort(latencies)[len(latencies) // 2])
     query = clean_query(queries[pick], max_chars=settings.max_query_chars)
     params = default_params(settings, k=10, collection=COLLECTION)
     with transaction(settings) as session:
-        values = {
-            "collection": COLLECTION,
-            "k": params.k, "depth": params.leg_depth, "k1": float(params.k1), "b": float(params.b),
-            "rrf_k": float(params.rrf_k), "w_bm25": 1.0, "w_dense": 1.0,
-            "terms": tokenize(query), "embedding": vectors[pick],
-        }
+        values = statement_values(query, params, session=session, settings=settings, query_vector=vectors[pick])
         log(f"  query: {query!r} -> terms {values['terms']}")
         for mode in ("hybrid", "bm25", "dense"):
             plan = session.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + SQL_BY_MODE[mode]), values).scalars().all()

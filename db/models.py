@@ -58,19 +58,25 @@ class Document(Base):
 
 
 class Chunk(Base):
+    """A chunk of a document; the table is list-partitioned by collection (one partition per
+    collection, created and dropped with it by triggers on collections: migration 0009)."""
+
     __tablename__ = "chunks"
     __table_args__ = (
-        UniqueConstraint("document_id", "ordinal"),
+        UniqueConstraint("document_id", "ordinal", "collection_id"),
         Index(
             "chunks_embedding_hnsw",
             "embedding",
             postgresql_using="hnsw",
             postgresql_ops={"embedding": "vector_cosine_ops"},
         ),
+        {"postgresql_partition_by": "LIST (collection_id)"},
     )
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    # The key holds the partition column too (PostgreSQL requires it); ids come from chunks_id_seq alone.
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
-    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
+    collection_id: Mapped[int] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True, autoincrement=False)
     ordinal: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     token_count: Mapped[int] = mapped_column(Integer)
@@ -93,15 +99,19 @@ class Bm25Term(Base):
 
 
 class Bm25Posting(Base):
-    """Term frequency of a term in a chunk, with the chunk length, covered by the key."""
+    """Term frequency of a term in a chunk, with the chunk length, covered by the key.
+    List-partitioned by collection like chunks; no foreign key to chunks (a referenced
+    partitioned table cannot drop a partition): removing a document deletes its postings."""
 
     __tablename__ = "bm25_postings"
     __table_args__ = (
-        PrimaryKeyConstraint("term_id", "chunk_id", postgresql_include=["tf", "dl"]),
+        PrimaryKeyConstraint("term_id", "collection_id", "chunk_id", postgresql_include=["tf", "dl"]),
         Index("bm25_postings_chunk", "chunk_id"),
+        {"postgresql_partition_by": "LIST (collection_id)"},
     )
     term_id: Mapped[int] = mapped_column(ForeignKey("bm25_terms.id", ondelete="CASCADE"))
-    chunk_id: Mapped[int] = mapped_column(ForeignKey("chunks.id", ondelete="CASCADE"))
+    collection_id: Mapped[int] = mapped_column(Integer)
+    chunk_id: Mapped[int] = mapped_column(BigInteger)
     tf: Mapped[int] = mapped_column(Integer)
     dl: Mapped[int] = mapped_column(Integer)
 

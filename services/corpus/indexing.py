@@ -164,8 +164,8 @@ WITH p AS (
         min_dl = least(bm25_terms.min_dl, EXCLUDED.min_dl)
     RETURNING id, term
 )
-INSERT INTO bm25_postings (term_id, chunk_id, tf, dl)
-SELECT terms.id, p.chunk_id, p.tf, p.dl FROM p JOIN terms ON terms.term = p.term
+INSERT INTO bm25_postings (term_id, collection_id, chunk_id, tf, dl)
+SELECT terms.id, :cid, p.chunk_id, p.tf, p.dl FROM p JOIN terms ON terms.term = p.term
 """
 
 _BUMP_STATS = """
@@ -181,20 +181,26 @@ def remove_document(session: Session, collection_id: int, external_id: str) -> N
     )
 
 
+# Every statement of a WITH sees the rows as they were before it: the postings are counted
+# out of df and the stats in the same statement that deletes them (no foreign key cascades
+# them from chunks: see db.models.Bm25Posting); the chunks go with the document.
 _UNCOUNT_DOCUMENT = """
 WITH doc_chunks AS (
     SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-    WHERE d.collection_id = :cid AND d.external_id = :external_id
+    WHERE c.collection_id = :cid AND d.collection_id = :cid AND d.external_id = :external_id
 ), term_drop AS (
     UPDATE bm25_terms t SET df = t.df - x.n
     FROM (SELECT p.term_id, count(*) AS n FROM bm25_postings p
-          WHERE p.chunk_id IN (SELECT id FROM doc_chunks) GROUP BY p.term_id) x
+          WHERE p.collection_id = :cid AND p.chunk_id IN (SELECT id FROM doc_chunks) GROUP BY p.term_id) x
     WHERE t.id = x.term_id
+), postings_gone AS (
+    DELETE FROM bm25_postings p WHERE p.collection_id = :cid AND p.chunk_id IN (SELECT id FROM doc_chunks)
 )
 UPDATE bm25_stats s SET
     n_chunks = s.n_chunks - (SELECT count(*) FROM doc_chunks),
     total_dl = s.total_dl - coalesce((SELECT sum(dl) FROM (
-        SELECT DISTINCT p.chunk_id, p.dl FROM bm25_postings p WHERE p.chunk_id IN (SELECT id FROM doc_chunks)
+        SELECT DISTINCT p.chunk_id, p.dl FROM bm25_postings p
+        WHERE p.collection_id = :cid AND p.chunk_id IN (SELECT id FROM doc_chunks)
     ) lens), 0)
 WHERE s.collection_id = :cid
 """

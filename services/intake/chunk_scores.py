@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from db.engine import DEFAULT_EF_SEARCH
+from services.corpus.indexing import find_collection
 from services.domain import RetrievalResult
 from services.errors import InputError
 from services.retrieval import embedding
@@ -37,7 +38,7 @@ _GIVEN_CHUNKS = """
 SELECT c.id AS chunk_id, c.document_id, c.text, d.external_id, d.title, CAST(c.embedding AS real[]) AS embedding,
        f.bm25_score, f.bm25_rank, f.idf_share, f.dense_similarity, f.dense_rank, coalesce(f.fused, 0.0::float8) AS fused
 FROM chunks c JOIN documents d ON d.id = c.document_id LEFT JOIN fused f ON f.chunk_id = c.id
-WHERE c.id = ANY(:chunk_ids) AND c.collection_id = (SELECT id FROM coll)
+WHERE c.id = ANY(:chunk_ids) AND c.collection_id = CAST(:cid AS integer)
 ORDER BY f.fused DESC NULLS LAST, c.id
 """
 if not all(sql.endswith(HIT_COLUMNS) for sql in SQL_BY_MODE.values()):
@@ -64,7 +65,7 @@ def score_chunks(query: str, chunk_ids: Sequence[int], params: SearchParams, *, 
         raise InputError(f"unknown retrieval mode '{params.mode}' (choose one of {', '.join(_SQL)})")
     query = clean_query(query, max_chars=settings.max_query_chars)
     values: dict[str, object] = {
-        "collection": params.collection, "chunk_ids": [i for i in ids if 0 < i < 2**63], "depth": params.leg_depth,
+        "cid": find_collection(session, params.collection), "chunk_ids": [i for i in ids if 0 < i < 2**63], "depth": params.leg_depth,
         "k1": float(params.k1), "b": float(params.b), "rrf_k": float(params.rrf_k),
         "w_bm25": float(params.bm25_weight), "w_dense": float(params.dense_weight), "terms": tokenize(query),
     }

@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.corpus.indexing import indexed_text
+from services.corpus.indexing import find_collection, indexed_text
 from services.domain import Hit, RetrievalResult
 from services.intake.schema import ExternalContext
 from services.retrieval import embedding
@@ -209,7 +209,7 @@ def _bm25_for_texts(query: str, texts: Sequence[str], collection: str, settings:
             for name, value in zip(arrays, (ordinal, term, counts[term], dl)):
                 arrays[name].append(value)
     rows = session.execute(_TEXTS_BM25, {
-        **arrays, "collection": collection, "terms": query_terms, "k1": float(settings.bm25_k1),
+        **arrays, "cid": find_collection(session, collection), "terms": query_terms, "k1": float(settings.bm25_k1),
         "b": float(settings.bm25_b), "depth": 1,  # bound for the unreferenced pruning CTEs only
     })
     found = {row.ord: (float(row.score), None if row.idf_share is None else float(row.idf_share)) for row in rows}

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from db.engine import DEFAULT_EF_SEARCH
+from services.corpus.indexing import find_collection
 from services.domain import RETRIEVAL_MODES, Hit, RetrievalResult
 from services.errors import InputError
 from services.retrieval import embedding
@@ -85,24 +86,11 @@ def search_in_session(
         raise InputError(f"BM25 needs k1 >= 0 and b between 0 and 1 (got k1={params.k1}, b={params.b})")
     query = clean_query(query, max_chars=settings.max_query_chars)
     started = time.perf_counter()
-    values: dict[str, object] = {
-        "collection": params.collection,
-        "k": params.k,
-        "depth": params.leg_depth,
-        "k1": float(params.k1),
-        "b": float(params.b),
-        "rrf_k": float(params.rrf_k),
-        "w_bm25": float(params.bm25_weight),
-        "w_dense": float(params.dense_weight),
-        "terms": tokenize(query),
-    }
-    if params.mode != "bm25":
-        if query_vector is None:
-            query_vector = embedding.encode(settings.embedding_model, [query])[0]
-        values["embedding"] = query_vector
-        if params.leg_depth > DEFAULT_EF_SEARCH:
-            session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
-    rows = session.execute(text(SQL_BY_MODE[params.mode]), values).mappings().all()
+    values = statement_values(query, params, session=session, settings=settings, query_vector=query_vector)
+    if params.mode != "bm25" and params.leg_depth > DEFAULT_EF_SEARCH:
+        session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
+    # No such collection: nothing to find (the CLI and pages name the collections there are).
+    rows = [] if values["cid"] is None else session.execute(text(SQL_BY_MODE[params.mode]), values).mappings().all()
     hits = tuple(hit_from_row(i + 1, row) for i, row in enumerate(rows))
     hits, reranker = rerank_hits(query, hits, settings=settings)
     return RetrievalResult(
@@ -118,6 +106,26 @@ def search_in_session(
                 "bm25_weight": params.bm25_weight, "dense_weight": params.dense_weight,
                 "collection": params.collection},
     )
+
+
+def statement_values(
+    query: str, params: SearchParams, *, session: Session, settings: Settings, query_vector=None  # type: ignore[no-untyped-def]
+) -> dict[str, object]:
+    """The values SQL_BY_MODE[params.mode] is run with for a cleaned query (EXPLAIN uses them too)."""
+    values: dict[str, object] = {
+        "cid": find_collection(session, params.collection),
+        "k": params.k,
+        "depth": params.leg_depth,
+        "k1": float(params.k1),
+        "b": float(params.b),
+        "rrf_k": float(params.rrf_k),
+        "w_bm25": float(params.bm25_weight),
+        "w_dense": float(params.dense_weight),
+        "terms": tokenize(query),
+    }
+    if params.mode != "bm25":
+        values["embedding"] = embedding.encode(settings.embedding_model, [query])[0] if query_vector is None else query_vector
+    return values
 
 
 def hit_from_row(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
@@ -170,27 +178,32 @@ def _opt_float(value: object) -> float | None:
 # reuses them so that a chunk gets the same numbers however it is reached.
 BM25_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl)"
 
-COLLECTION_CTE = "coll AS (SELECT id FROM collections WHERE name = :collection)"
+# The collection is bound by id (`collection_id`, resolved first), not looked up by name
+# inside the statement: chunks and postings are partitioned by collection, and only a value
+# the planner sees lets it prune to the collection's partitions when it plans (a subquery's
+# value prunes at run time, after every partition was planned).
+CID = "CAST(:cid AS integer)"
+COLLECTION_CTE = f"coll AS (SELECT {CID} AS id)"
 
 BM25_CTES = f"""
 stats AS (
     SELECT n_chunks::float8 AS n,
            :k1 * (1.0::float8 - :b) AS len_base,
            :k1 * :b * n_chunks / greatest(total_dl, 1)::float8 AS len_slope
-    FROM bm25_stats WHERE collection_id = (SELECT id FROM coll)
+    FROM bm25_stats WHERE collection_id = {CID}
 ), q AS (
     SELECT t.id AS term_id, t.max_tf, t.min_dl,
            u.qtf * ln(1.0::float8 + (stats.n - coalesce(t.df, 0) + 0.5::float8) / (coalesce(t.df, 0) + 0.5::float8))
              AS idf_weight
     FROM (SELECT term, count(*)::float8 AS qtf FROM unnest(CAST(:terms AS text[])) AS term GROUP BY term) u
     CROSS JOIN stats
-    LEFT JOIN bm25_terms t ON t.collection_id = (SELECT id FROM coll) AND t.term = u.term
+    LEFT JOIN bm25_terms t ON t.collection_id = {CID} AND t.term = u.term
 ), qt AS MATERIALIZED (
     SELECT q.term_id, q.idf_weight * (:k1 + 1.0::float8) AS weight,
            q.idf_weight * (:k1 + 1.0::float8) * q.max_tf / (q.max_tf + stats.len_base + stats.len_slope * q.min_dl) AS ub
     FROM q CROSS JOIN stats WHERE q.max_tf > 0
 ), pilot AS (
-    SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
+    SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
     WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)
     ORDER BY {BM25_IMPACT} DESC, p.chunk_id
     LIMIT 2 * :depth
@@ -199,7 +212,8 @@ stats AS (
         SELECT sum({BM25_IMPACT}) AS score
         FROM qt CROSS JOIN stats CROSS JOIN LATERAL (
             SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
-            WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot)) OFFSET 0) p
+            WHERE p.term_id = qt.term_id AND p.collection_id = {CID} AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot))
+            OFFSET 0) p
         GROUP BY p.chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
     ), 0.0::float8) - 1e-9::float8 AS t
 ), split AS MATERIALIZED (
@@ -207,7 +221,7 @@ stats AS (
     FROM qt CROSS JOIN theta
 ), partial AS MATERIALIZED (
     SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
-    FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id CROSS JOIN stats
+    FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
     WHERE NOT qt.optional
     GROUP BY p.chunk_id
 ), survivors AS MATERIALIZED (
@@ -220,7 +234,8 @@ stats AS (
     SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
     FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
-        WHERE p.term_id = qt.term_id AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM survivors)) OFFSET 0) p
+        WHERE p.term_id = qt.term_id AND p.collection_id = {CID} AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM survivors))
+        OFFSET 0) p
     WHERE qt.optional
     GROUP BY p.chunk_id
 ), bm25 AS (
@@ -231,15 +246,16 @@ stats AS (
 ), bm25_ranked AS (
     SELECT b.chunk_id, b.score, row_number() OVER (ORDER BY b.score DESC, b.chunk_id) AS rnk,
            (SELECT sum(q.idf_weight) FROM q CROSS JOIN LATERAL (
-                SELECT FROM bm25_postings p WHERE p.term_id = q.term_id AND p.chunk_id = b.chunk_id OFFSET 0) hit)
+                SELECT FROM bm25_postings p
+                WHERE p.term_id = q.term_id AND p.collection_id = {CID} AND p.chunk_id = b.chunk_id OFFSET 0) hit)
              / (SELECT sum(idf_weight) FROM q) AS idf_share
     FROM bm25 b
 )"""
 
-_DENSE_CTES = """
+_DENSE_CTES = f"""
 dense AS (
     SELECT c.id AS chunk_id, 1.0::float8 - (c.embedding <=> CAST(:embedding AS vector)) AS sim
-    FROM chunks c WHERE c.collection_id = (SELECT id FROM coll)
+    FROM chunks c WHERE c.collection_id = {CID}
     ORDER BY c.embedding <=> CAST(:embedding AS vector)
     LIMIT :depth
 ), dense_ranked AS (
@@ -256,10 +272,10 @@ _NO_LEG = "NULL::float8[]"
 
 # The k best fused rows first, then their text: joining every candidate would fetch text
 # for rows the LIMIT drops.
-HIT_COLUMNS = """
+HIT_COLUMNS = f"""
 SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg
 FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f CROSS JOIN legs
-JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = c.document_id
+JOIN chunks c ON c.id = f.chunk_id AND c.collection_id = {CID} JOIN documents d ON d.id = c.document_id
 ORDER BY f.fused DESC, f.chunk_id
 """
 

@@ -115,3 +115,62 @@ def test_0007_keeps_the_judges_choice_and_queued_records_keep_their_judges(scrat
     assert "judges" not in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}
     _migrate(scratch_engine, "head")
     assert "judges" in {c["name"] for c in inspect(scratch_engine).get_columns("run_intake")}
+
+
+_CORPUS_0008 = (
+    "INSERT INTO collections (name) VALUES ('manuals')",
+    "INSERT INTO documents (collection_id, external_id, content_hash) SELECT c.id, c.name || '-' || g, 'h' "
+    "FROM collections c CROSS JOIN generate_series(1, 3) g",
+    "INSERT INTO chunks (document_id, collection_id, ordinal, text, token_count, embedding) "
+    "SELECT d.id, d.collection_id, 0, 'pump ' || d.external_id, 2, "
+    "CAST((SELECT array_agg(sin(d.id * 7 + i)) FROM generate_series(1, 384) i) AS vector) FROM documents d",
+    "INSERT INTO bm25_terms (collection_id, term, df, max_tf, min_dl) "
+    "SELECT c.id, 'pump', 3, 1, 2 FROM collections c",
+    "INSERT INTO bm25_postings (term_id, chunk_id, tf, dl) "
+    "SELECT t.id, ch.id, 1, 2 FROM chunks ch JOIN bm25_terms t ON t.collection_id = ch.collection_id",
+    "INSERT INTO bm25_stats (collection_id, n_chunks, total_dl) SELECT c.id, 3, 6 FROM collections c",
+)
+
+
+def test_0009_partitions_existing_chunks_and_postings_by_collection_and_keeps_them_searchable(
+        scratch_engine: Engine) -> None:
+    from services.retrieval.search import SQL_BY_MODE
+
+    _migrate(scratch_engine, "0008")
+    with scratch_engine.begin() as conn:
+        for statement in _CORPUS_0008:
+            conn.execute(text(statement))
+        chunks_before = conn.execute(text("SELECT id, collection_id, text FROM chunks ORDER BY id")).all()
+        postings_before = conn.execute(text("SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY 1, 2")).all()
+        collections = dict(conn.execute(text("SELECT name, id FROM collections")).all())
+    _migrate(scratch_engine, "0009")
+    manuals = collections["manuals"]
+    with scratch_engine.begin() as conn:
+        assert conn.execute(text("SELECT id, collection_id, text FROM chunks ORDER BY id")).all() == chunks_before
+        assert conn.execute(text("SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY 1, 2")).all() == postings_before
+        assert conn.execute(text(f"SELECT count(*) FROM chunks_{manuals}")).scalar_one() == 3
+        assert conn.execute(text(f"SELECT count(*) FROM bm25_postings_{manuals}")).scalar_one() == 3
+        values = {"cid": manuals, "k": 5, "depth": 5, "k1": 1.2, "b": 0.75, "rrf_k": 60.0, "w_bm25": 1.0,
+                  "w_dense": 1.0, "terms": ["pump"], "embedding": None}
+        conn.execute(text("SELECT set_config('hnsw.ef_search', '64', true)"))
+        found = conn.execute(text(SQL_BY_MODE["bm25"]), values).mappings().all()
+        assert sorted(row["external_id"] for row in found) == ["manuals-1", "manuals-2", "manuals-3"]
+        vector = conn.execute(text("SELECT embedding FROM chunks WHERE text = 'pump manuals-2'")).scalar_one()
+        nearest = conn.execute(text(SQL_BY_MODE["dense"]), {**values, "embedding": vector}).mappings().first()
+        assert nearest is not None and nearest["external_id"] == "manuals-2"
+        # A collection created now gets its partitions; ids keep coming from the same sequence.
+        conn.execute(text("INSERT INTO collections (name) VALUES ('tickets')"))
+        new = conn.execute(text("SELECT id FROM collections WHERE name = 'tickets'")).scalar_one()
+        document = conn.execute(text(f"INSERT INTO documents (collection_id, external_id, content_hash) "
+                                     f"VALUES ({new}, 't', 'h') RETURNING id")).scalar_one()
+        chunk = conn.execute(text("INSERT INTO chunks (document_id, collection_id, ordinal, text, token_count, embedding) "
+                                  "VALUES (:d, :c, 0, 'x', 1, :v) RETURNING id"),
+                             {"d": document, "c": new, "v": vector}).scalar_one()
+        assert chunk > max(row.id for row in chunks_before)
+        assert conn.execute(text(f"SELECT count(*) FROM chunks_{new}")).scalar_one() == 1
+    _migrate(scratch_engine, "0008", down=True)
+    with scratch_engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM pg_inherits")).scalar_one() == 0
+        assert conn.execute(text("SELECT id, collection_id, text FROM chunks WHERE id <> :c ORDER BY id"),
+                            {"c": chunk}).all() == chunks_before
+        assert conn.execute(text("SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY 1, 2")).all() == postings_before

@@ -119,8 +119,9 @@ def test_maxscore_pruning_keeps_the_exact_top(reference, squad_queries, squad_co
             assert abs(hit.bm25_score - expected[hit.chunk_id]) <= SCORE_TOL, (query, hit.chunk_id)
         _assert_top_up_to_ties(hits, expected, depth, query)
         with engine.connect() as conn:
+            cid = conn.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": squad_collection}).scalar_one()
             pruned += conn.execute(text(_OPTIONAL_TERMS_SQL), {
-                "collection": squad_collection, "terms": tokenize(query), "depth": depth,
+                "cid": cid, "terms": tokenize(query), "depth": depth,
                 "k1": settings.bm25_k1, "b": settings.bm25_b}).scalar_one() > 0
     assert pruned >= 10, f"only {pruned} of {len(squad_queries)} queries had an optional term: pruning went untested"
 
