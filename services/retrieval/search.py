@@ -275,7 +275,8 @@ _NO_LEG = "NULL::float8[]"
 HIT_COLUMNS = f"""
 SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg
 FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f CROSS JOIN legs
-JOIN chunks c ON c.id = f.chunk_id AND c.collection_id = {CID} JOIN documents d ON d.id = c.document_id
+JOIN chunks c ON c.id = f.chunk_id AND c.collection_id = {CID}
+JOIN documents d ON d.id = c.document_id AND d.collection_id = {CID}
 ORDER BY f.fused DESC, f.chunk_id
 """
 
