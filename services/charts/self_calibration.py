@@ -44,5 +44,6 @@ def before_after_figure(calibration: ModeCalibration) -> go.Figure:
     return go.Figure(data=traces, layout=dict(
         height=360, margin=dict(l=10, r=10, t=40, b=10), title=dict(text=calibration.mode, x=0),
         xaxis=dict(range=[0, 1], title=X_TITLE), yaxis=dict(range=[0, 1.02], title=Y_TITLE),
-        yaxis2=dict(overlaying="y", side="right", showgrid=False, title=COUNT_TITLE, rangemode="tozero"),
+        yaxis2=dict(overlaying="y", side="right", showgrid=False, title=COUNT_TITLE, rangemode="tozero",
+                    tickmode="auto"),  # synced to the left axis, counts got ticks like 20.64
         legend=dict(orientation="h", y=-0.25)))

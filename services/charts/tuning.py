@@ -140,5 +140,6 @@ def reliability_figure(report: CalibrationReport, *, name: str = "sliders", refe
     return go.Figure(data=traces, layout=dict(
         height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis=dict(range=[0, 1], title="confidence (mean of the bin)"),
         yaxis=dict(range=[0, 1.02], title="share approved by reviewers"),
-        yaxis2=dict(overlaying="y", side="right", showgrid=False, title="reviewed runs", rangemode="tozero"),
+        yaxis2=dict(overlaying="y", side="right", showgrid=False, title="reviewed runs", rangemode="tozero",
+                    tickmode="auto"),  # synced to the left axis, counts got ticks like 20.64
         legend=dict(orientation="h", y=-0.2)))
