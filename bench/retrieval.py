@@ -103,6 +103,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
 
     with phase("start store and migrate", timings):
         get_engine(settings)
+    memory = _ServerMemory(settings)
     with phase("load model (token counts, ingest ratio)", timings):
         model = embedding.load_model(settings.embedding_model)
     paragraphs = squad_paragraphs()
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     log(f"  {int((~usable).sum())} sampled queries dropped (no known word, zero vector)")
     chunk_ids = bulk_load(settings, collection=COLLECTION, chunks=chunks, vectors=chunk_vectors,
                           token_counts=token_counts, timings=timings)
+    build_s = {name.removeprefix("load: ").split(" (")[0]: rounded(seconds, 1)
+               for name, seconds in timings.items() if name.startswith("load: ")}
     del chunk_vectors
     store = _store_facts(settings)
     log(f"  store: {store}")
@@ -160,6 +163,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         confidence = _time_confidence(results["hybrid"], args.confidence_reps)
     with phase(f"ingest ratio ({args.ingest_docs} SQuAD paragraphs, real model)", timings):
         ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs], args.ingest_rounds)
+    memory.stop()
 
     bm25_p50 = median(latencies["bm25"])
     out: dict[str, Any] = {
@@ -175,6 +179,13 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "dense_p50_ms": rounded(median(latencies["dense"]), 2),
         "dense_p95_ms": rounded(percentile(latencies["dense"], 95), 2),
         "rank_bm25_p50_ms": rounded(reference["rank_bm25_p50_ms"], 1),
+        "build_s": build_s,
+        "postings_size": store["postings_size"],
+        "hnsw_size": store["hnsw_size"],
+        "peak_server_rss_mb": memory.peak_mb(),
+        "server_memory": "peak over the run of the embedded server's processes' summed PSS (resident memory with "
+                         "shared pages, e.g. shared buffers, split among the processes sharing them, so counted "
+                         "once), sampled every second; null with DATABASE_URL",
         f"hybrid_p50_ms_best_of_{args.passes}": rounded(median(best_of["hybrid"]), 2),
         f"bm25_p50_ms_best_of_{args.passes}": rounded(median(best_of["bm25"]), 2),
         f"dense_p50_ms_best_of_{args.passes}": rounded(median(best_of["dense"]), 2),
@@ -207,6 +218,47 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "ingest_ratio": out["ingest_ratio"] >= TARGETS["ingest_ratio"],
     }
     return out
+
+
+class _ServerMemory:
+    """Samples the embedded server's memory in a thread, for the peak over the run."""
+
+    def __init__(self, settings, interval_s: float = 1.0) -> None:  # type: ignore[no-untyped-def]
+        import threading
+
+        from db.embedded import postgres_pid
+
+        self._pid = postgres_pid(settings.workbench_data_dir) if settings.embedded else None
+        self._peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(interval_s,), daemon=True)
+        if self._pid is not None:
+            self._thread.start()
+
+    def _sample(self, interval_s: float) -> None:
+        import psutil
+
+        while not self._done.wait(interval_s):
+            try:
+                postmaster = psutil.Process(self._pid)
+                processes = [postmaster, *postmaster.children(recursive=True)]
+            except psutil.Error:
+                continue
+            total = 0
+            for process in processes:
+                try:
+                    total += process.memory_full_info().pss
+                except psutil.Error:
+                    continue  # exited meanwhile
+            self._peak = max(self._peak, total)
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def peak_mb(self) -> float | None:
+        return None if self._pid is None else rounded(self._peak / 2**20, 1)
 
 
 def _opt_round(value: float | None, digits: int = 2) -> float | None:
