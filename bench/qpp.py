@@ -47,7 +47,8 @@ def searched(texts: list[str], wanted: list[set[str]], passages: list[str | None
             result = search_in_session(query, params, session=session, settings=settings, query_vector=vector)
             raw = retrieval_metrics(result, top=10)
             rows.append({"weighted": overall(components_from_raw(raw), DEFAULT_PROFILE),
-                         "signals": qpp.all_signals(result.leg_scores, query_terms=len(tokenize(query))),
+                         "signals": qpp.all_signals(result.leg_scores, query_terms=len(tokenize(query)),
+                                                    query_idf=result.query_idf),
                          "found": int(came_back(result, docs, passage))})
     return rows
 
@@ -127,7 +128,7 @@ def main() -> None:
         shutdown_store(settings, data_dir, remove=created and not args.keep)
     hybrid = [by_mode["hybrid"] for by_mode in results.values() if "hybrid" in by_mode]
     raised = {s: sum(1 for h in hybrid if s in h["signals"] and h["signals"][s]["with_weighted_auroc"] > h["weighted_auroc"])
-              for s in qpp.all_signals({"bm25": [2.0, 1.0], "dense": [0.6, 0.5]}, query_terms=1)}
+              for s in qpp.all_signals({"bm25": [2.0, 1.0], "dense": [0.6, 0.5]}, query_terms=1, query_idf=1.0)}
     # A kept signal earns its place where the kept set without it ranks worse or calibrates worse.
     needed = {s: sum(1 for h in hybrid if h["signals"][s]["kept_without"][0] < h["kept"][0]
                      or h["signals"][s]["kept_without"][1] > h["kept"][1]) for s in qpp.SIGNALS}

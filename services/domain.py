@@ -56,6 +56,9 @@ class RetrievalResult:
     # Each leg's best raw scores before fusion (search.LEG_SCORES of them, descending), for
     # query-performance prediction; empty for retrievals that did not come from our search.
     leg_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # The query's summed BM25 idf (unseen terms at the largest idf), a pre-retrieval
+    # signal; None when no BM25 leg ran.
+    query_idf: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -102,6 +102,7 @@ def search_in_session(
         depth=params.leg_depth,
         latency_ms=(time.perf_counter() - started) * 1000,
         leg_scores=leg_scores(rows[0]) if rows else {},
+        query_idf=_opt_float(rows[0]["query_idf"]) if rows else None,
         params={"k": params.k, "k1": params.k1, "b": params.b, "rrf_k": params.rrf_k,
                 "bm25_weight": params.bm25_weight, "dense_weight": params.dense_weight,
                 "collection": params.collection},
@@ -269,11 +270,14 @@ LEG_SCORES = 50
 _BM25_LEG = f"(SELECT (array_agg(score ORDER BY score DESC))[1:{LEG_SCORES}] FROM bm25)"
 _DENSE_LEG = f"(SELECT (array_agg(sim ORDER BY sim DESC))[1:{LEG_SCORES}] FROM dense)"
 _NO_LEG = "NULL::float8[]"
+# The query's summed idf, a pre-retrieval signal (qpp.query_idf); NULL without a BM25 leg.
+_QUERY_IDF = "(SELECT sum(idf_weight) FROM q)"
+_NO_QUERY_IDF = "NULL::float8"
 
 # The k best fused rows first, then their text: joining every candidate would fetch text
 # for rows the LIMIT drops.
 HIT_COLUMNS = f"""
-SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg
+SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg, legs.query_idf
 FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f CROSS JOIN legs
 JOIN chunks c ON c.id = f.chunk_id AND c.collection_id = {CID}
 JOIN documents d ON d.id = c.document_id AND d.collection_id = {CID}
@@ -288,7 +292,7 @@ WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
            coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
              + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
     FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
-), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg
+), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf
 ){HIT_COLUMNS}"""
 
 BM25_SQL = f"""
@@ -296,7 +300,7 @@ WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, fused AS (
     SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
            NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
     FROM bm25_ranked
-), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_NO_LEG} AS dense_leg
+), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_NO_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf
 ){HIT_COLUMNS}"""
 
 DENSE_SQL = f"""
@@ -304,7 +308,7 @@ WITH {COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
     SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
            sim AS dense_similarity, rnk AS dense_rank, sim AS fused
     FROM dense_ranked
-), legs AS (SELECT {_NO_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg
+), legs AS (SELECT {_NO_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_NO_QUERY_IDF} AS query_idf
 ){HIT_COLUMNS}"""
 
 SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}

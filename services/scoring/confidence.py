@@ -119,9 +119,10 @@ def _clip01(value: float) -> float:
 
 def raw_metrics(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode: str = "hybrid",
                 collection: str | None = None, query: str = "",
-                leg_scores: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
-    """The seed's metrics, measured on the hits as ranked, with the QPP signals of the legs'
-    raw scores and where the retrieval ran (what a mapping is looked up by) when given."""
+                leg_scores: Mapping[str, Sequence[float]] | None = None,
+                query_idf: float | None = None) -> dict[str, Any]:
+    """The seed's metrics, measured on the hits as ranked, with the QPP signals of the search
+    (its legs' raw scores, the query's idf) and where it ran (what a mapping is looked up by)."""
     relevance = [hit_relevance(h) for h in hits]
     ordered = sorted(relevance, reverse=True)
     n = len(hits)
@@ -142,14 +143,15 @@ def raw_metrics(hits: Sequence[Hit], query_entities: Sequence[str] = (), *, mode
         "relevance": [round(r, 6) for r in relevance],
         "mode": mode,
         "collection": collection,
-        "qpp": qpp.signals(leg_scores or {}, query_terms=len(tokenize(query))),
+        "qpp": qpp.signals(leg_scores or {}, query_terms=len(tokenize(query)), query_idf=query_idf),
     }
 
 
 def retrieval_metrics(result: RetrievalResult, *, top: int | None = None) -> dict[str, Any]:
     """raw_metrics of a search's (first `top`) hits, with everything it knows about the search."""
     return raw_metrics(result.hits[:top], result.query_entities, mode=result.mode, query=result.query,
-                       collection=result.params.get("collection"), leg_scores=result.leg_scores)
+                       collection=result.params.get("collection"), leg_scores=result.leg_scores,
+                       query_idf=result.query_idf)
 
 
 def components_from_raw(raw: Mapping[str, Any]) -> np.ndarray:

@@ -15,15 +15,22 @@ mean of the whole list:
   cosine, so it is not divided.
 * SMV, score magnitude and variance (Tao & Wu, 2014): mean(s_i * |ln(s_i / mean(s_k))|)
   over s_k, divided by mu_c.
-* query_length, a pre-retrieval predictor (He & Ounis, 2004): ln(1 + the query's content
-  terms), one per search rather than per leg. It matters for transfer more than for
-  ranking: real questions on technical corpora carry about twice the content terms of the
-  pseudo-questions self-calibration fits on (median 8 vs 4), and find their document more
-  often at the same weighted confidence; told the length, the mapping says so.
+
+Two pre-retrieval predictors (He & Ounis, 2004; Hauff et al., 2008), one per search:
+
+* query_length: ln(1 + the query's content terms).
+* query_idf: ln(1 + the summed idf of the query's terms), the BM25 leg's own idf (a term
+  the corpus lacks at the largest idf): how much specific vocabulary the query names. It
+  matters for transfer more than for ranking. Real questions name their subject; many
+  pseudo-questions are a few generic words ("is assigned to it"), and on technical corpora
+  real questions carry twice their content terms (median 8 vs 4). Fitted without it, the
+  mapping reads a real question's modest weighted confidence as a generic pseudo-question's
+  and says too little: it under-predicted every corpus's real questions.
 
 Measured one by one as inputs to the self-calibrated mapping (bench/qpp.py, SQuAD half-dev
-and our own python-reference and numpy-api sets): SIGNALS lists the ones kept, because they
-raised AUROC on every corpus; the others are here for the bench to keep measuring.
+and our own python-reference and numpy-api sets): SIGNALS lists the ones kept, because the
+mapping without any one of them ranks (AUROC) or calibrates (ECE) real questions worse on at
+least two of the three; the others are here for the bench to keep measuring.
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ from collections.abc import Mapping, Sequence
 
 QPP_K = 10
 LEGS = ("bm25", "dense")
-# The signals the confidence mapping reads: <signal>_<leg>, and query_length (see bench/qpp.py).
-SIGNALS = ("nqc_bm25", "wig_dense", "query_length")
+# The signals the confidence mapping reads (see bench/qpp.py).
+SIGNALS = ("nqc_bm25", "wig_dense", "query_idf")
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -78,9 +85,10 @@ def query_length(query_terms: int) -> float:
     return math.log1p(max(query_terms, 0))
 
 
-def all_signals(leg_scores: Mapping[str, Sequence[float]], *, query_terms: int) -> dict[str, float]:
-    """Every signal of every leg that ran, named <signal>_<leg>, and the query's length when a
-    leg ran (contexts given from outside were not searched here: they get no signals)."""
+def all_signals(leg_scores: Mapping[str, Sequence[float]], *, query_terms: int,
+                query_idf: float | None = None) -> dict[str, float]:
+    """Every signal of every leg that ran, named <signal>_<leg>, and the query's when a leg ran
+    (contexts given from outside were not searched here: they get no signals)."""
     out: dict[str, float] = {}
     for leg in LEGS:
         scores = list(leg_scores.get(leg) or ())
@@ -91,10 +99,13 @@ def all_signals(leg_scores: Mapping[str, Sequence[float]], *, query_terms: int) 
         out[f"smv_{leg}"] = smv(scores)
     if out:
         out["query_length"] = query_length(query_terms)
+        if query_idf is not None:
+            out["query_idf"] = math.log1p(max(query_idf, 0.0))
     return out
 
 
-def signals(leg_scores: Mapping[str, Sequence[float]], *, query_terms: int) -> dict[str, float]:
+def signals(leg_scores: Mapping[str, Sequence[float]], *, query_terms: int,
+            query_idf: float | None = None) -> dict[str, float]:
     """The SIGNALS of the search (a leg that did not run has none)."""
-    measured = all_signals(leg_scores, query_terms=query_terms)
+    measured = all_signals(leg_scores, query_terms=query_terms, query_idf=query_idf)
     return {name: measured[name] for name in SIGNALS if name in measured}

@@ -213,15 +213,16 @@ LEGS = {"bm25": (9.0, 6.5, 3.0, 2.0, 1.5), "dense": (0.62, 0.50, 0.31, 0.30)}
 
 
 def _raw(collection: str | None, mode: str = "hybrid") -> dict:  # type: ignore[type-arg]
-    return raw_metrics(HITS, mode=mode, collection=collection, query="why does magma rise", leg_scores=LEGS)
+    return raw_metrics(HITS, mode=mode, collection=collection, query="why does magma rise", leg_scores=LEGS,
+                       query_idf=4.2)
 
 
 def test_raw_metrics_say_where_the_retrieval_ran_and_carry_its_signals():
     raw = _raw("docs")
     assert raw["mode"] == "hybrid" and raw["collection"] == "docs"
     assert set(raw["qpp"]) == set(SIGNALS)
-    assert raw["qpp"] == signals(LEGS, query_terms=2)  # "why" and "does" are stop words: magma, rise
-    bm25_only = raw_metrics(HITS, mode="bm25", leg_scores={"bm25": LEGS["bm25"]})["qpp"]
+    assert raw["qpp"] == signals(LEGS, query_terms=2, query_idf=4.2)  # "why", "does": stop words
+    bm25_only = raw_metrics(HITS, mode="bm25", leg_scores={"bm25": LEGS["bm25"]}, query_idf=4.2)["qpp"]
     assert set(bm25_only) == {s for s in SIGNALS if not s.endswith("_dense")}
     assert raw_metrics(HITS)["qpp"] == {} and raw_metrics(HITS)["collection"] is None
 

@@ -76,6 +76,14 @@ def test_query_length_is_the_log_of_one_plus_the_content_terms():
     assert query_length(-3) == 0.0  # never a log of a negative count
 
 
+def test_query_idf_is_the_log_of_one_plus_the_summed_idf_when_a_leg_ran():
+    measured = all_signals({"bm25": SCORES}, query_terms=3, query_idf=6.0)
+    assert measured["query_idf"] == pytest.approx(math.log(7.0))
+    assert "query_idf" not in all_signals({"bm25": SCORES}, query_terms=3)  # no BM25 leg's idf: unknown, not 0
+    assert all_signals({}, query_terms=3, query_idf=6.0) == {}  # not searched here: no signals at all
+    assert all_signals({"dense": SCORES}, query_terms=3, query_idf=-1.0)["query_idf"] == 0.0
+
+
 def test_all_signals_names_each_signal_by_leg_and_divides_only_bm25_by_query_terms():
     measured = all_signals({"bm25": SCORES, "dense": SCORES}, query_terms=4)
     assert set(measured) == {f"{s}_{leg}" for s in ("nqc", "wig", "smv") for leg in ("bm25", "dense")} | {"query_length"}
@@ -100,10 +108,10 @@ def test_a_leg_that_did_not_run_has_no_signals():
 
 
 def test_signals_keeps_only_the_chosen_signals_of_legs_that_ran():
-    both = signals({"bm25": SCORES, "dense": [0.8, 0.5, 0.4]}, query_terms=3)
+    both = signals({"bm25": SCORES, "dense": [0.8, 0.5, 0.4]}, query_terms=3, query_idf=6.0)
     assert set(both) == set(SIGNALS)
-    full = all_signals({"bm25": SCORES, "dense": [0.8, 0.5, 0.4]}, query_terms=3)
+    full = all_signals({"bm25": SCORES, "dense": [0.8, 0.5, 0.4]}, query_terms=3, query_idf=6.0)
     assert both == {name: full[name] for name in SIGNALS}
-    dense_only = signals({"dense": [0.8, 0.5, 0.4]}, query_terms=3)
-    assert set(dense_only) == {name for name in SIGNALS if not name.endswith("_bm25")}
+    dense_only = signals({"dense": [0.8, 0.5, 0.4]}, query_terms=3)  # no BM25 leg: no idf either
+    assert set(dense_only) == {name for name in SIGNALS if not name.endswith("_bm25") and name != "query_idf"}
     assert signals({}, query_terms=3) == {}

@@ -4,6 +4,7 @@ the legs' raw scores searches keep for them, and the profile version the fit is 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,8 +217,20 @@ def test_search_results_carry_each_legs_raw_scores(corpus):  # type: ignore[no-u
     hybrid = by_mode["hybrid"]
     assert hybrid.leg_scores["bm25"][0] == pytest.approx(max(h.bm25_score or 0.0 for h in hybrid.hits))
     assert hybrid.leg_scores["dense"][0] == pytest.approx(max(h.dense_similarity or -1.0 for h in hybrid.hits))
-    # the QPP signals are those of the legs that ran, and the query's length
-    assert set(retrieval_metrics(by_mode["bm25"])["qpp"]) <= {"nqc_bm25", "wig_bm25", "smv_bm25", "query_length"}
+    # the query's summed idf (Lucene's, as the BM25 leg weighs terms) comes with a BM25 leg
+    with transaction() as session:
+        n = session.scalar(text("SELECT n_chunks FROM bm25_stats s JOIN collections k ON k.id = s.collection_id "
+                                "WHERE k.name = :c"), {"c": corpus})
+        df = dict(session.execute(text("SELECT t.term, t.df FROM bm25_terms t JOIN collections k ON "
+                                       "k.id = t.collection_id WHERE k.name = :c"), {"c": corpus}).tuples().all())
+    expected = sum(math.log(1 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in tokenize(query))
+    assert by_mode["bm25"].query_idf == pytest.approx(expected, rel=1e-12)
+    assert by_mode["hybrid"].query_idf == pytest.approx(expected, rel=1e-12)
+    assert by_mode["dense"].query_idf is None
+    # the QPP signals are those of the legs that ran, and the query's
+    assert set(retrieval_metrics(by_mode["bm25"])["qpp"]) <= {"nqc_bm25", "wig_bm25", "smv_bm25", "query_length",
+                                                             "query_idf"}
+    assert "query_idf" in retrieval_metrics(hybrid)["qpp"]
     assert retrieval_metrics(hybrid)["qpp"]
 
 
