@@ -147,8 +147,7 @@ def _apply_requests() -> None:
         st.session_state[PICK_KEY] = None  # set, not deleted: the browser's picker must show the change too
         st.session_state[SELECTED_KEY] = None
     if st.query_params.get("view") == WORK_LINK["view"]:
-        # Read once, then dropped: a query-param-bound st.tabs broke this page's own URL (1.67 drew
-        # the pages/ folder as the navigation), so the link is a plain parameter.
+        # Read once, then dropped, so switching tabs afterwards is not undone by the parameter.
         st.session_state[TAB_KEY] = WORK_TAB
         del st.query_params["view"]
     if request := st.session_state.pop(OPEN_KEY, None):
