@@ -43,8 +43,11 @@ def engine(settings):  # type: ignore[no-untyped-def]
 
 
 CORPUS_TABLES = ("collections", "documents", "chunks", "bm25_terms", "bm25_postings", "bm25_stats")
+# Tables, not their partitions: a collection's chunks_<id> and bm25_postings_<id> belong to
+# the corpus tables (truncating them emptied the session's SQuAD collection).
 _OTHER_TABLES_SQL = """
-SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'alembic_version'
 """
 # A table needs emptying when it holds rows or its id sequence has moved since the last
 # RESTART IDENTITY (tests may count on ids from 1). TRUNCATE costs ~50 ms even on empty
