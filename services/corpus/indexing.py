@@ -58,10 +58,19 @@ def ensure_collection(session: Session, name: str) -> int:
     found = find_collection(session, name)
     if found is not None:
         return found
+    # A new collection's row attaches its partitions, and attaching locks `collections` SHARE
+    # ROW EXCLUSIVE (the partitions' foreign keys): two ingests creating the same collection
+    # deadlocked, the second's insert holding what the first's attach needed. So one creates
+    # at a time, and a second finds the first's collection once that commits.
+    session.execute(text(_LOCK_COLLECTIONS))
+    found = find_collection(session, name)
+    if found is not None:
+        return found
     session.execute(text(_CREATE_COLLECTION), {"name": name})
     return find_collection(session, name)  # type: ignore[return-value]
 
 
+_LOCK_COLLECTIONS = "LOCK TABLE collections IN SHARE ROW EXCLUSIVE MODE"
 _CREATE_COLLECTION = """
 INSERT INTO collections (name) VALUES (:name) ON CONFLICT (name) DO NOTHING
 """
