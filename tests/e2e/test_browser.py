@@ -7,34 +7,22 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e._app import CHROMIUM, CHROMIUM_ARGS, running_app
+
 XSS_DOC = ('# Hostile page <script>window.__xss = "doc-script"</script>\n'
            'SRVO-062 backup <img src=x onerror="window.__xss = \'doc-img\'"> means the encoder lost its count.')
 XSS_QUESTION = 'What does SRVO-062 mean? <img src=x onerror="window.__xss=\'question\'"><script>window.__xss=1</script>'
 
-chromium = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(chromium is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
                                                 "it could not be installed here)"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture()
@@ -53,41 +41,14 @@ def corpus(clean_db, tmp_path):  # type: ignore[no-untyped-def]
 @pytest.fixture()
 def server(corpus, tmp_path):  # type: ignore[no-untyped-def]
     """`streamlit run app.py` against the test session's embedded database."""
-    port = _free_port()
-    log = open(tmp_path / "streamlit.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.headless", "true"],
-        cwd=ROOT, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+    with running_app(dict(os.environ), tmp_path / "streamlit.log") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture()
 def tab(tmp_path):  # type: ignore[no-untyped-def]
     with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         tab = context.new_page()
         tab.set_default_timeout(180_000)

@@ -9,36 +9,27 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e._app import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app
+
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 VIEWPORTS = ((1440, 900), (1024, 768))
 WORKBENCH = Path(sys.executable).with_name("workbench")
 MAIN = "[data-testid=stMain]"
 
-chromium = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(chromium is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
                                                 "it could not be installed here)"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _workbench() -> list[str]:
@@ -64,39 +55,14 @@ def demo_env() -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def server(demo_env: dict[str, str]) -> Iterator[str]:
-    port = _free_port()
-    log_path = Path(demo_env["WORKBENCH_DATA_DIR"]) / "streamlit.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-                                    str(port), "--server.headless", "true"],
-                                   cwd=ROOT, env=demo_env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit did not start: {log_path.read_text()[-2000:]}")
-                time.sleep(0.5)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    with running_app(demo_env, Path(demo_env["WORKBENCH_DATA_DIR"]) / "streamlit.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=chromium, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
 
