@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
@@ -31,19 +31,8 @@ def _settings_key(settings: Settings, *, read: bool = False) -> str:
 def get_engine(settings: Settings | None = None) -> Engine:
     """The engine for these settings, built (and migrated) once per process."""
     settings = settings or get_settings()
-    key = _settings_key(settings)
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(key)
-        if engine is None:
-            try:
-                engine = build_engine(settings)
-            except StoreUnavailableError as exc:
-                raise DatabaseUnavailableError(
-                    f"Database unavailable: {exc}. Check that PostgreSQL is running "
-                    "(or unset DATABASE_URL to use the embedded server) and try again."
-                ) from exc
-            _ENGINES[key] = engine
-        return engine
+    return _cached_engine(_settings_key(settings), lambda: build_engine(settings),
+                          "Check that PostgreSQL is running (or unset DATABASE_URL to use the embedded server)")
 
 
 def get_read_engine(settings: Settings | None = None) -> Engine:
@@ -52,17 +41,19 @@ def get_read_engine(settings: Settings | None = None) -> Engine:
     if settings.database_read_url is None:
         return get_engine(settings)
     get_engine(settings)  # the primary first: it owns the migrations the replica receives
-    key = _settings_key(settings, read=True)
+    return _cached_engine(_settings_key(settings, read=True), lambda: build_read_engine(settings),
+                          "Check that the replica is running (or unset DATABASE_READ_URL to read from the primary)")
+
+
+def _cached_engine(key: str, build: Callable[[], Engine], hint: str) -> Engine:
+    """The engine cached under `key`, built once; a store that cannot be reached says `hint`."""
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
             try:
-                engine = build_read_engine(settings)
+                engine = build()
             except StoreUnavailableError as exc:
-                raise DatabaseUnavailableError(
-                    f"Database unavailable: {exc}. Check that the replica is running "
-                    "(or unset DATABASE_READ_URL to read from the primary) and try again."
-                ) from exc
+                raise DatabaseUnavailableError(f"Database unavailable: {exc}. {hint} and try again.") from exc
             _ENGINES[key] = engine
         return engine
 

@@ -11,18 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._app import CHROMIUM, CHROMIUM_ARGS, running_app
+from tests.e2e._app import BROWSER_MARKS, CHROMIUM, CHROMIUM_ARGS, running_app
 
 XSS_DOC = ('# Hostile page <script>window.__xss = "doc-script"</script>\n'
            'SRVO-062 backup <img src=x onerror="window.__xss = \'doc-img\'"> means the encoder lost its count.')
 XSS_QUESTION = 'What does SRVO-062 mean? <img src=x onerror="window.__xss=\'question\'"><script>window.__xss=1</script>'
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
-                                                "it could not be installed here)"),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture()

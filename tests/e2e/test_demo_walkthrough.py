@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._app import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app
+from tests.e2e._app import BROWSER_MARKS, CHROMIUM, CHROMIUM_ARGS, ROOT, running_app
 
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 VIEWPORTS = ((1440, 900), (1024, 768))
@@ -25,11 +25,7 @@ WORKBENCH = Path(sys.executable).with_name("workbench")
 MAIN = "[data-testid=stMain]"
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (make test installs Debian's chromium; "
-                                                "it could not be installed here)"),
-]
+pytestmark = BROWSER_MARKS
 
 
 def _workbench() -> list[str]:
