@@ -286,25 +286,37 @@ def derive_chunks(paragraphs: list[dict[str, Any]], n: int, *, seed: int) -> lis
 
 
 def standin_vectors(
-    chunk_texts: list[str], query_texts: list[str], *, dim: int, seed: int
+    chunk_texts: list[str], query_texts: list[str], *, dim: int, seed: int, fit_on: int = 100_000
 ) -> tuple[Any, Any]:
     """Unit-length `dim`-d vectors from TF-IDF + truncated SVD (LSA), fitted on the chunks.
 
     A stand-in for the sentence model when embedding the whole corpus would take an hour:
     same dimension and norm, text-derived neighbourhoods, so the HNSW index and the SQL do
-    the same work. Queries whose words are all unseen get a zero vector.
+    the same work. The model is fitted on a seeded sample of at most `fit_on` chunks (the
+    vocabulary and topics of a million recombined chunks are those of any 100k of them) and
+    applied to all of them in blocks, so memory stays that of one block. Queries whose
+    words are all unseen get a zero vector.
     """
+    import random
+
     import numpy as np
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
+    sample = (chunk_texts if len(chunk_texts) <= fit_on
+              else random.Random(seed).sample(chunk_texts, fit_on))
     vectorizer = TfidfVectorizer(sublinear_tf=True, min_df=2, dtype=np.float32)
-    matrix = vectorizer.fit_transform(chunk_texts)
     svd = TruncatedSVD(n_components=dim, random_state=seed)
-    chunk_vectors = normalize(svd.fit_transform(matrix)).astype(np.float32)
-    query_vectors = normalize(svd.transform(vectorizer.transform(query_texts))).astype(np.float32)
-    return chunk_vectors, query_vectors
+    svd.fit(vectorizer.fit_transform(sample))
+
+    def project(texts: list[str]) -> Any:
+        return normalize(svd.transform(vectorizer.transform(texts))).astype(np.float32)
+
+    chunk_vectors = np.empty((len(chunk_texts), dim), dtype=np.float32)
+    for start in range(0, len(chunk_texts), fit_on):
+        chunk_vectors[start:start + fit_on] = project(chunk_texts[start:start + fit_on])
+    return chunk_vectors, project(query_texts)
 
 
 # --- loading a corpus fast -----------------------------------------------------------------
@@ -317,13 +329,18 @@ _COPY_DOCUMENTS = (
     "COPY documents (id, collection_id, external_id, title, source, content_hash, metadata) FROM STDIN"
 )
 _COPY_CHUNKS = (
-    "COPY chunks (id, document_id, collection_id, ordinal, text, token_count, embedding) "
+    "COPY {table} (id, document_id, collection_id, ordinal, text, token_count, embedding) "
     "FROM STDIN WITH (FORMAT BINARY)"
 )
-# The same definition as db/migrations/versions/0001_store.py (pgvector defaults m=16,
-# ef_construction=64): building it once after the load is far faster than row by row.
-HNSW_INDEX = "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
-CORPUS_TABLES = ("collections", "documents", "chunks", "bm25_terms", "bm25_postings", "bm25_stats")
+# The partition's HNSW index (the definition of db/migrations/versions/0001_store.py, pgvector
+# defaults m=16, ef_construction=64): building it once after the load is far faster than row
+# by row. Attaching the partition adopts it as its part of the parents' chunks_embedding_hnsw.
+_HNSW_INDEX = "CREATE INDEX {table}_embedding_idx ON {table} USING hnsw (embedding vector_cosine_ops)"
+_PARTITION_HNSW = """
+SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = CAST(:table AS regclass) AND a.amname = 'hnsw'
+"""
+_SHARED_TABLES = ("collections", "documents", "bm25_terms", "bm25_stats")
 
 
 def reset_collection(session, name: str) -> int:  # type: ignore[no-untyped-def]
@@ -339,13 +356,15 @@ def bulk_load(  # type: ignore[no-untyped-def]
     settings, *, collection: str, chunks: list[tuple[str, str]], vectors, token_counts: list[int],
     timings: dict[str, float],
 ) -> list[int]:
-    """Load a corpus the way ingest would leave it, in one transaction; return the chunk ids.
+    """Load a corpus the way ingest would leave it; return the chunk ids (in `chunks` order).
 
     `chunks` are (title, text) pairs grouped by title; consecutive chunks of one title are
-    packed into documents of CHUNKS_PER_DOCUMENT. Documents and chunks go in by COPY,
-    postings, terms and stats through services.corpus.indexing. The HNSW
-    index is dropped for the load and rebuilt after it; then VACUUM ANALYZE, so index-only
-    scans and plans see a settled table (what autovacuum would get to eventually).
+    packed into documents of CHUNKS_PER_DOCUMENT. The collection's chunks partition is
+    detached for the load, so its HNSW graph is built once over the loaded rows and no other
+    collection's index is touched: documents and chunks go in by COPY, postings, terms and
+    stats through services.corpus.indexing (the statements ingest runs). Then the graph is
+    built, the partition attached, and the tables VACUUM ANALYZEd, so index-only scans and
+    plans see a settled store (what autovacuum would get to eventually).
     """
     import hashlib
 
@@ -360,10 +379,17 @@ def bulk_load(  # type: ignore[no-untyped-def]
             documents.append((title, []))
         documents[-1][1].append(index)
 
+    if settings.embedded:
+        _relax_checkpoints(settings)
+    with transaction(settings) as session:  # short: the parent is locked while detaching
+        collection_id = reset_collection(session, collection)
+        table = f"chunks_{collection_id}"
+        session.execute(text(f"ALTER TABLE chunks DETACH PARTITION {table}"))
+        hnsw = session.execute(text(_PARTITION_HNSW), {"table": table}).scalar_one()
+        session.execute(text(f"DROP INDEX {hnsw}"))
+        session.commit()
     with transaction(settings) as session:
         with phase("load: documents and chunks (COPY)", timings):
-            session.execute(text("DROP INDEX IF EXISTS chunks_embedding_hnsw"))
-            collection_id = reset_collection(session, collection)
             lock_collection(session, collection_id)
             reserve = text(_RESERVE_IDS)
             document_ids = session.execute(reserve, {"table": "documents", "n": len(documents)}).scalars().all()
@@ -376,7 +402,7 @@ def bulk_load(  # type: ignore[no-untyped-def]
                         digest = hashlib.sha256(f"{title}\x00{body}".encode()).hexdigest()
                         copy.write_row((document_id, collection_id, f"{collection}-{document_id}", title,
                                         "bench", digest, "{}"))
-                with cursor.copy(_COPY_CHUNKS) as copy:
+                with cursor.copy(_COPY_CHUNKS.format(table=table)) as copy:
                     copy.set_types(["int8", "int4", "int4", "int4", "text", "int4", "vector"])
                     for document_id, (_title, members) in zip(document_ids, documents, strict=True):
                         for ordinal, i in enumerate(members):
@@ -386,8 +412,9 @@ def bulk_load(  # type: ignore[no-untyped-def]
             for start in range(0, len(chunks), POSTINGS_BATCH_CHUNKS):
                 stop = min(start + POSTINGS_BATCH_CHUNKS, len(chunks))
                 index_chunks(session, collection_id, chunk_ids[start:stop],
-                              [indexed_text(title, body) for title, body in chunks[start:stop]])
-                log(f"  postings for {stop:,}/{len(chunks):,} chunks")
+                             [indexed_text(title, body) for title, body in chunks[start:stop]])
+                if stop % (20 * POSTINGS_BATCH_CHUNKS) == 0 or stop == len(chunks):
+                    log(f"  postings for {stop:,}/{len(chunks):,} chunks")
         with phase("load: commit", timings):
             session.commit()
 
@@ -395,12 +422,43 @@ def bulk_load(  # type: ignore[no-untyped-def]
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         with phase("load: HNSW index build", timings):
             workers = str(max(1, (os.cpu_count() or 2) - 1))  # the leader builds too
-            conn.execute(text("SELECT set_config('maintenance_work_mem', '2GB', false)"))
+            # The graph of a million 384-d vectors is about 2 GB; built outside memory it is
+            # several times slower.
+            conn.execute(text("SELECT set_config('maintenance_work_mem', '6GB', false)"))
             conn.execute(text("SELECT set_config('max_parallel_maintenance_workers', :n, false)"), {"n": workers})
-            conn.execute(text(HNSW_INDEX))
+            conn.execute(text(_HNSW_INDEX.format(table=table)))
+        with phase("load: attach the partition", timings):
+            conn.execute(text(f"ALTER TABLE chunks ATTACH PARTITION {table} FOR VALUES IN ({collection_id})"))
         with phase("load: VACUUM ANALYZE", timings):
-            conn.execute(text(f"VACUUM (ANALYZE) {', '.join(CORPUS_TABLES)}"))
+            tables = (table, f"bm25_postings_{collection_id}", *_SHARED_TABLES)
+            conn.execute(text(f"VACUUM (ANALYZE) {', '.join(tables)}"))
     return list(chunk_ids)
+
+
+def collection_chunk_ids(settings, collection: str) -> list[int]:  # type: ignore[no-untyped-def]
+    """A loaded collection's chunk ids in load order (bulk_load hands them out ascending)."""
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with transaction(settings) as session:
+        return list(session.execute(text(
+            "SELECT c.id FROM chunks c JOIN collections k ON k.id = c.collection_id "
+            "WHERE k.name = :name ORDER BY c.id"), {"name": collection}).scalars())
+
+
+def _relax_checkpoints(settings) -> None:  # type: ignore[no-untyped-def]
+    """Spread the embedded bench server's checkpoints for a load of many GB: with the default
+    1 GB max_wal_size a checkpoint, and a full-page image of every page touched after it,
+    would come every few seconds of the load."""
+    from sqlalchemy import text
+
+    from services.store import get_engine
+
+    with get_engine(settings).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ALTER SYSTEM SET max_wal_size = '16GB'"))
+        conn.execute(text("ALTER SYSTEM SET checkpoint_timeout = '30min'"))
+        conn.execute(text("SELECT pg_reload_conf()"))
 
 
 # --- CPU time, the measure that other processes on a shared machine do not inflate ---------
