@@ -18,6 +18,7 @@ from services.answering.decisions import Decision, RouterAction
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
 from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
+from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult
 from services.errors import LLMError
 from services.retrieval.adaptive import cut_for_question
@@ -269,7 +270,7 @@ def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | 
         if plan.use_fallback and setup.fallback is not None:
             results.append(setup.fallback.search(plan.queries[0], config.k))
         merged = results[0] if len(results) == 1 else merge_results(results, k=config.k)
-        vectors = _chunk_vectors(session, [h.chunk_id for h in merged.hits[:3]])
+        vectors = _chunk_vectors(session, setup.collection, [h.chunk_id for h in merged.hits[:3]])
     return merged, vectors
 
 
@@ -289,11 +290,16 @@ def merge_results(results: Sequence[RetrievalResult], *, k: int, rrf_k: int = 60
                                latency_ms=sum(r.latency_ms for r in results))
 
 
-_CHUNK_VECTORS = "SELECT id, CAST(embedding AS real[]) FROM chunks WHERE id = ANY(:ids)"
+# The collection is bound by id: chunks are partitioned by collection, and a bound value lets
+# the planner read only this collection's partition (by id alone it probes every partition).
+CHUNK_VECTORS_SQL = (
+    "SELECT id, CAST(embedding AS real[]) FROM chunks WHERE collection_id = CAST(:cid AS integer) AND id = ANY(:ids)"
+)
 
 
-def _chunk_vectors(session: Session, chunk_ids: list[int]) -> np.ndarray | None:
+def _chunk_vectors(session: Session, collection: str, chunk_ids: list[int]) -> np.ndarray | None:
     if not chunk_ids:
         return None
-    rows: dict[int, Any] = dict(session.execute(text(_CHUNK_VECTORS), {"ids": chunk_ids}).all())
+    values = {"cid": find_collection(session, collection), "ids": chunk_ids}
+    rows: dict[int, Any] = dict(session.execute(text(CHUNK_VECTORS_SQL), values).all())
     return np.array([np.asarray(rows[i], dtype=np.float32) for i in chunk_ids if i in rows])

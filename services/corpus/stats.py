@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from services.corpus.indexing import lock_collection, remove_document
+from services.corpus.indexing import find_collection, lock_collection, remove_document
 from services.corpus.ingest import IngestSummary, ProgressCallback, ingest_paths
 from services.errors import NotFoundError
 from services.settings import Settings, get_settings
@@ -80,13 +80,15 @@ def require_collection(name: str, *, settings: Settings | None = None) -> None:
 
 # One page of documents first (the (collection_id, external_id) key gives them in order), then
 # each one's chunks counted through the document_id index: never an aggregate over every chunk
-# of the collection. `contains` filters ids and titles (ILIKE, its wildcards escaped).
-_DOCUMENTS_SQL = """
+# of the collection. The collection is bound by id: the chunk count then plans the collection's
+# own partition only (correlated with the outer row, it planned a probe of every partition).
+# `contains` filters ids and titles (ILIKE, its wildcards escaped).
+DOCUMENTS_SQL = """
 SELECT d.id, d.external_id, d.title, d.source, d.updated_at, n.chunks, n.tokens
 FROM documents d
 CROSS JOIN LATERAL (SELECT count(*) AS chunks, coalesce(sum(ch.token_count), 0) AS tokens FROM chunks ch
-                    WHERE ch.document_id = d.id AND ch.collection_id = d.collection_id) n
-WHERE d.collection_id = (SELECT id FROM collections WHERE name = :name)
+                    WHERE ch.document_id = d.id AND ch.collection_id = CAST(:cid AS integer)) n
+WHERE d.collection_id = CAST(:cid AS integer)
   AND (CAST(:pattern AS text) IS NULL OR d.external_id ILIKE :pattern OR d.title ILIKE :pattern)
 ORDER BY d.external_id
 LIMIT :limit OFFSET :offset
@@ -96,14 +98,22 @@ LIMIT :limit OFFSET :offset
 def list_documents(collection: str = "default", *, limit: int = 10_000, offset: int = 0, contains: str = "",
                    settings: Settings | None = None) -> list[DocumentInfo]:
     """Documents of the collection by id, `limit` from `offset` on (a page of the Corpus list)."""
-    pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if contains else None
     with read_transaction(settings) as session:
-        rows = session.execute(text(_DOCUMENTS_SQL), {"name": collection, "limit": limit, "offset": offset,
-                                                      "pattern": pattern}).all()
+        cid = find_collection(session, collection)
+        if cid is None:
+            return []
+        rows = session.execute(text(DOCUMENTS_SQL), document_page_values(cid, limit=limit, offset=offset,
+                                                                         contains=contains)).all()
     return [
         DocumentInfo(r.id, r.external_id, r.title, r.source, r.chunks, r.tokens, r.updated_at.isoformat(timespec="seconds"))
         for r in rows
     ]
+
+
+def document_page_values(collection_id: int, *, limit: int, offset: int, contains: str) -> dict[str, object]:
+    """The values DOCUMENTS_SQL runs with (EXPLAIN in the tests uses them too)."""
+    pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if contains else None
+    return {"cid": collection_id, "limit": limit, "offset": offset, "pattern": pattern}
 
 
 def delete_document(external_id: str, collection: str = "default", *, settings: Settings | None = None) -> None:

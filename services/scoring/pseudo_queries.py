@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from services.corpus.indexing import find_collection
 from services.retrieval.text import STOPWORDS, tokenize
 
 DEFAULT_PSEUDO_QUERIES = 1800  # at 600 a fit moved with the seed (ECE 0.08-0.17); ~1 min a mode
@@ -37,17 +38,19 @@ _EDGE_PUNCT = re.compile(r"^\W+|\W+$")
 _PROSE_WORD = re.compile(r"^[\"'(]?[A-Za-z][a-z'-]*[.,;:!?)\"']*$")
 MIN_PROSE_SHARE = 0.6  # a window mostly of table rules, code or markup is nothing anyone asks
 
-# A seeded sample of a collection's chunks that needs no sort of the whole table: hashing the
-# id with the seed orders chunks the same way on every run of the same seed.
-_SAMPLE_SQL = text("""
+# A seeded sample of a collection's chunks: hashing the id with the seed orders chunks the same
+# way on every run of the same seed. The collection is bound by id, not looked up by name in the
+# statement: chunks are partitioned by collection, and only a value the planner sees lets it
+# plan this collection's partition alone (see services/retrieval/search.py).
+SAMPLE_SQL = text("""
 SELECT c.id, d.external_id, c.text FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE c.collection_id = (SELECT id FROM collections WHERE name = :collection)
+WHERE c.collection_id = CAST(:cid AS integer) AND d.collection_id = CAST(:cid AS integer)
 ORDER BY md5(c.id::text || :seed), c.id
 LIMIT :n
 """)
-_DF_SQL = text("""
+DF_SQL = text("""
 SELECT t.term, t.df FROM bm25_terms t
-WHERE t.collection_id = (SELECT id FROM collections WHERE name = :collection) AND t.term = ANY(:terms)
+WHERE t.collection_id = CAST(:cid AS integer) AND t.term = ANY(:terms)
 """)
 
 
@@ -65,9 +68,12 @@ class PseudoQuery:
 def sample_pseudo_queries(session: Session, *, collection: str, n: int, seed: int = 0) -> list[PseudoQuery]:
     """Up to `n` distinct pseudo-questions from a seeded sample of the collection's chunks
     (chunks with no usable sentence are skipped, so fewer may come back)."""
-    rows = session.execute(_SAMPLE_SQL, {"collection": collection, "seed": str(seed), "n": n}).all()
+    cid = find_collection(session, collection)
+    if cid is None:
+        return []
+    rows = session.execute(SAMPLE_SQL, {"cid": cid, "seed": str(seed), "n": n}).all()
     terms = sorted({t for _id, _doc, body in rows for t in tokenize(body)})
-    df: dict[str, int] = dict(session.execute(_DF_SQL, {"collection": collection, "terms": terms}).tuples().all())
+    df: dict[str, int] = dict(session.execute(DF_SQL, {"cid": cid, "terms": terms}).tuples().all())
     rng = random.Random(seed)
     passes = min(QUESTIONS_PER_CHUNK, -(-n // len(rows))) if rows else 0
     queries: dict[tuple[int, str], PseudoQuery] = {}  # a chunk asked the same question twice counts once

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
+from services.corpus.indexing import find_collection
 from services.corpus.ingest import IngestSummary
 from services.errors import WorkbenchError
 from services.scoring.self_calibration import SelfCalibration, self_calibrate
@@ -22,13 +23,16 @@ from services.store import transaction
 
 AFTER_INGEST = "self-calibration after ingest"  # created_by of the profiles stored this way
 
+# Chunk counts come from bm25_stats, which every ingest and removal keeps exact in its own
+# transaction: a count(*) over chunks reads the whole partition (seconds at a million chunks),
+# and one looked up by name inside the statement would plan every collection's partition.
 _COLLECTIONS_SQL = text("""
 SELECT c.name,
        (SELECT count(*) FROM documents d WHERE d.collection_id = c.id) AS documents,
-       (SELECT count(*) FROM chunks ch WHERE ch.collection_id = c.id) AS chunks
+       coalesce((SELECT s.n_chunks FROM bm25_stats s WHERE s.collection_id = c.id), 0) AS chunks
 FROM collections c ORDER BY c.name
 """)
-_CHUNKS_SQL = text("SELECT count(*) FROM chunks WHERE collection_id = (SELECT id FROM collections WHERE name = :name)")
+CHUNKS_SQL = text("SELECT coalesce(max(n_chunks), 0) FROM bm25_stats WHERE collection_id = CAST(:cid AS integer)")
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,8 @@ def decide_recalibration(summary: IngestSummary, *, collection: str,
     chunks = 0
     if settings.self_calibration_min_chunks > 0 and changed > 0:  # only count when the answer depends on it
         with transaction(settings) as session:
-            chunks = int(session.scalar(_CHUNKS_SQL, {"name": collection}) or 0)
+            cid = find_collection(session, collection)
+            chunks = 0 if cid is None else int(session.scalar(CHUNKS_SQL, {"cid": cid}) or 0)
     return recalibration_decision(collection=collection, changed_documents=changed, chunks=chunks,
                                   min_chunks=settings.self_calibration_min_chunks)
 
