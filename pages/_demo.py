@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import show_error
-from services.demo import DemoStatus, DemoSummary, demo_status, load_demo, remove_demo
+from services.demo import DemoProgress, DemoStatus, DemoSummary, demo_status, load_demo, remove_demo
 from services.errors import WorkbenchError
 
 NOTICE_KEY = "demo.notice"
@@ -21,6 +21,23 @@ def summary_text(summary: DemoSummary) -> str:
     verdicts = sum(summary.answer_key_verdicts.values())
     return (f"Loaded {summary.runs} demo runs in {summary.seconds:.0f} s ({statuses}); {verdicts} of them carry "
             "answer-key verdicts.")
+
+
+# Where each phase of a load sits on the one bar: the runs take most of it.
+_PHASE_SPANS = {"start": (0.0, 0.05), "handbook": (0.05, 0.35), "runs": (0.35, 1.0)}
+
+
+def progress_fraction(progress: DemoProgress) -> float:
+    low, high = _PHASE_SPANS.get(progress.phase, (0.0, 1.0))
+    return low + (high - low) * (progress.done / progress.total if progress.total else 1.0)
+
+
+def progress_text(progress: DemoProgress) -> str:
+    if progress.phase == "start":
+        return "Starting the store and loading the embedding model…"
+    if progress.phase == "handbook":
+        return f"Loading the demo handbook: {progress.done} of {progress.total} documents"
+    return f"Answered {progress.done} of {progress.total} demo runs ({progress.label})"
 
 
 def status_text(status: DemoStatus) -> str:
@@ -48,13 +65,13 @@ def render_load_button(key: str) -> None:
     """"Load demo runs": the demo questions through the pipeline with every preset, a bar meanwhile."""
     if not st.button("Load demo runs", type="primary", icon=":material/play_arrow:", key=f"{key}.load_demo",
                      help="Answers the handbook's 25 demo questions with the minimal, balanced and research presets "
-                          "(75 runs, one to two minutes here) and stores the answer key's verdicts on the minimal and "
+                          "(75 runs, under a minute here) and stores the answer key's verdicts on the minimal and "
                           "research runs. Remove them all again from the Start here page."):
         return
-    bar = st.progress(0.0, text="Loading the demo handbook and the embedding model…")
+    bar = st.progress(0.0, text="Starting the store and loading the embedding model…")
 
-    def on_progress(done: int, total: int, label: str) -> None:
-        bar.progress(done / total, text=f"Answered {done} of {total} demo runs ({label})")
+    def on_progress(progress: DemoProgress) -> None:
+        bar.progress(progress_fraction(progress), text=progress_text(progress))
 
     try:
         summary = load_demo(on_progress=on_progress)

@@ -3,12 +3,47 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 from tqdm import tqdm
 
 from services.cli._app import app, emit, fail
 from services.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from services.demo import DemoProgress
+
+_PHASE_BARS = {"start": ("starting the store and the embedding model", "step"),
+               "handbook": ("loading the demo handbook", "doc"), "runs": ("answering demo questions", "run")}
+
+
+class _ProgressBars:
+    """A tqdm bar per phase of the load on stderr: the handbook's documents, then the runs."""
+
+    def __init__(self, *, disable: bool) -> None:
+        self.disable = disable
+        self.phase = ""
+        self.bar: tqdm | None = None
+
+    def __call__(self, progress: DemoProgress) -> None:
+        if progress.phase != self.phase:
+            self.close()
+            desc, unit = _PHASE_BARS.get(progress.phase, (progress.phase, "step"))
+            self.bar = tqdm(desc=desc, unit=unit, total=progress.total, disable=self.disable, file=sys.stderr)
+            self.phase = progress.phase
+        if self.bar is None:  # this phase's bar is finished already
+            return
+        self.bar.total = progress.total
+        self.bar.set_postfix_str(progress.label, refresh=False)
+        self.bar.update(progress.done - self.bar.n)
+        if progress.done >= progress.total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 @app.command()
@@ -35,13 +70,7 @@ def demo(
                        "the demo handbook's documents stay in the corpus")
         return
     try:
-        with tqdm(desc="answering demo questions", unit="run", disable=as_json, file=sys.stderr) as bar:
-            def progress(done: int, total: int, label: str) -> None:
-                bar.total = total
-                bar.set_postfix_str(label)
-                bar.update(done - bar.n)
-
-            summary = load_demo(on_progress=progress)
+        summary = load_demo(on_progress=_ProgressBars(disable=as_json))
     except WorkbenchError as exc:
         fail(exc)
     if as_json:
@@ -53,7 +82,8 @@ def demo(
         typer.echo(f"replaced {summary.replaced_runs} demo runs of an earlier load")
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary.by_status.items()))
     verdicts = ", ".join(f"{n} {action}" for action, n in sorted(summary.answer_key_verdicts.items()))
-    typer.echo(f"{summary.runs} demo runs in {summary.seconds:.0f} s: {statuses}")
+    phases = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in summary.phase_seconds.items())
+    typer.echo(f"{summary.runs} demo runs in {summary.seconds:.0f} s ({phases}): {statuses}")
     typer.echo(f"answer-key verdicts (not a person's): {verdicts}")
     typer.echo("open the workbench (workbench serve) and start with the Review queue; "
                "`workbench demo --remove` takes it all out again")

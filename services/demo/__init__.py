@@ -4,6 +4,7 @@ from services.demo.answer_key import DemoQuestion, KeyVerdict, answer_key, key_v
 from services.demo.runs import (
     DEMO_SOURCE,
     KEYED_PRESETS,
+    DemoProgress,
     DemoRemoval,
     DemoStatus,
     DemoSummary,
@@ -12,5 +13,5 @@ from services.demo.runs import (
     remove_demo,
 )
 
-__all__ = ["DEMO_SOURCE", "KEYED_PRESETS", "DemoQuestion", "DemoRemoval", "DemoStatus", "DemoSummary", "KeyVerdict",
+__all__ = ["DEMO_SOURCE", "KEYED_PRESETS", "DemoProgress", "DemoQuestion", "DemoRemoval", "DemoStatus", "DemoSummary", "KeyVerdict",
            "answer_key", "demo_status", "key_verdict", "load_demo", "remove_demo"]

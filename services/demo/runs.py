@@ -3,6 +3,7 @@ verdicts on some of them, and one action that removes them all again."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -14,7 +15,8 @@ from services.answering import pipeline
 from services.answering.llm.backends import backend_for
 from services.answering.presets import PRESETS
 from services.answering.runs import RunStatus
-from services.corpus.ingest import IngestSummary, ingest_paths
+from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
+from services.demo._cores import one_torch_thread, start_store_and_model
 from services.demo.answer_key import CORPUS_DIR, DemoQuestion, answer_key, demo_document_ids, key_verdict
 from services.errors import InputError
 from services.review.queue import ANSWER_KEY_REVIEWER, submit_review
@@ -26,7 +28,20 @@ COLLECTION = "default"  # the collection the Ask, Search and Review pages work o
 # The answer key judges these presets' runs; the balanced preset's runs (the sidebar's default)
 # stay as the pipeline routed them, so the queue holds real pending runs for a person to work.
 KEYED_PRESETS = ("minimal", "research")
-ProgressCallback = Callable[[int, int, str], None]  # (runs done, runs in all, the question just answered)
+
+
+@dataclass(frozen=True)
+class DemoProgress:
+    """Where a load is: "start" (the store and the model), "handbook" while the handbook is
+    ingested (documents; skipped when it is there already), then "runs"."""
+
+    phase: str
+    done: int
+    total: int
+    label: str  # the document just ingested, or the preset and question just answered
+
+
+ProgressCallback = Callable[[DemoProgress], None]
 
 
 @dataclass(frozen=True)
@@ -49,12 +64,15 @@ class DemoSummary:
     corpus: IngestSummary | None  # None when the handbook was already there unchanged
     seconds: float
     by_preset: dict[str, int] = field(default_factory=dict)
+    # wall seconds per phase: "start" (store and model), "handbook" (its ingest), "runs"
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {"runs": self.runs, "by_preset": self.by_preset, "by_status": self.by_status,
                 "answer_key_verdicts": self.answer_key_verdicts, "replaced_runs": self.replaced_runs,
                 "corpus_documents_ingested": self.corpus.ingested if self.corpus else 0,
-                "seconds": round(self.seconds, 1)}
+                "seconds": round(self.seconds, 1),
+                "phase_seconds": {phase: round(s, 1) for phase, s in self.phase_seconds.items()}}
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,8 @@ def remove_demo(*, settings: Settings | None = None) -> DemoRemoval:
     return DemoRemoval(int(row.runs), int(row.reviews))
 
 
-def ensure_demo_corpus(*, settings: Settings | None = None) -> IngestSummary | None:
+def ensure_demo_corpus(*, settings: Settings | None = None,
+                       on_progress: ProgressCallback | None = None) -> IngestSummary | None:
     """The handbook in the default collection (ingested when missing; unchanged documents are
     skipped). A collection holding other documents and none of the handbook's is refused: the
     demo questions asked of it would fill the queue with nonsense."""
@@ -108,7 +127,13 @@ def ensure_demo_corpus(*, settings: Settings | None = None) -> IngestSummary | N
                          "on its own store: workbench --data-dir DIR demo")
     if handbook <= present:
         return None
-    return ingest_paths([CORPUS_DIR], collection=COLLECTION, settings=settings)
+
+    def ingest_progress(progress: IngestProgress) -> None:
+        if on_progress is not None:
+            total = progress.documents_total or len(handbook)  # the handbook is known before it is read
+            on_progress(DemoProgress("handbook", progress.documents_done, total, progress.current))
+
+    return ingest_paths([CORPUS_DIR], collection=COLLECTION, settings=settings, on_progress=ingest_progress)
 
 
 def load_demo(
@@ -125,10 +150,29 @@ def load_demo(
     unknown = [p for p in presets if p not in PRESETS]
     if unknown or not presets:
         raise InputError(f"unknown preset(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(PRESETS)}")
-    started = time.perf_counter()
-    corpus = ensure_demo_corpus(settings=settings)
-    replaced = remove_demo(settings=settings).runs
     questions = tuple(questions) if questions is not None else answer_key()
+    with one_torch_thread():
+        phases: dict[str, float] = {}
+        started = time.perf_counter()
+        if on_progress is not None:
+            on_progress(DemoProgress("start", 0, 1, "the store and the embedding model"))
+        start_store_and_model(settings)
+        phases["start"] = time.perf_counter() - started
+        if on_progress is not None:
+            on_progress(DemoProgress("start", 1, 1, "the store and the embedding model"))
+        corpus = ensure_demo_corpus(settings=settings, on_progress=on_progress)
+        phases["handbook"] = time.perf_counter() - started - phases["start"]
+        replaced = remove_demo(settings=settings).runs
+        summary = _answer_questions(presets, questions, on_progress, settings)
+        phases["runs"] = time.perf_counter() - started - phases["start"] - phases["handbook"]
+    return dataclasses.replace(summary, replaced_runs=replaced, corpus=corpus, seconds=time.perf_counter() - started,
+                               phase_seconds=phases)
+
+
+def _answer_questions(presets: Sequence[str], questions: Sequence[DemoQuestion],
+                      on_progress: ProgressCallback | None, settings: Settings) -> DemoSummary:
+    """Every question with every preset, preset by preset; one backend for them all, so the
+    offline backend's cache of sentence vectors serves every run that retrieves a chunk again."""
     backend = backend_for(settings)
     total = len(questions) * len(presets)
     statuses: Counter[str] = Counter()
@@ -152,6 +196,5 @@ def load_demo(
                 statuses[RunStatus(run.status).value] += 1
             done += 1
             if on_progress is not None:
-                on_progress(done, total, f"{preset}: {question.query_id}")
-    return DemoSummary(done, dict(statuses), dict(verdicts), replaced, corpus, time.perf_counter() - started,
-                       dict(by_preset))
+                on_progress(DemoProgress("runs", done, total, f"{preset}: {question.query_id}"))
+    return DemoSummary(done, dict(statuses), dict(verdicts), 0, None, 0.0, dict(by_preset))

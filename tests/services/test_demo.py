@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from services.answering import pipeline
-from services.demo import DEMO_SOURCE, KEYED_PRESETS, answer_key, demo_status, key_verdict, load_demo, remove_demo
+from services.demo import DEMO_SOURCE, KEYED_PRESETS, DemoProgress, answer_key, demo_status, key_verdict, load_demo, remove_demo
 from services.demo.answer_key import DemoQuestion
 from services.demo.runs import ensure_demo_corpus
 from services.errors import InputError
@@ -62,12 +62,18 @@ def _demo_reviewers() -> set[str]:
 
 def test_demo_runs_come_from_the_pipeline_and_only_keyed_presets_get_answer_key_verdicts(clean_db) -> None:
     questions = [q for q in answer_key() if q.query_id in ("q01", "q21")]
-    seen: list[tuple[int, int, str]] = []
-    summary = load_demo(presets=("minimal", "balanced"), questions=questions,
-                        on_progress=lambda done, total, label: seen.append((done, total, label)))
+    seen: list[DemoProgress] = []
+    summary = load_demo(presets=("minimal", "balanced"), questions=questions, on_progress=seen.append)
     assert summary.corpus is not None and summary.corpus.ingested == 46  # a fresh store gets the handbook
     assert summary.runs == 4 and summary.by_preset == {"minimal": 2, "balanced": 2}
-    assert [s[:2] for s in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)] and seen[0][2] == "minimal: q01"
+    # the bar moves through the store's start, the handbook's 46 documents, then every run
+    assert [p.phase for p in seen][:2] == ["start", "start"] and seen[1].done == seen[1].total == 1
+    handbook = [p for p in seen if p.phase == "handbook"]
+    assert handbook and handbook[-1].done == handbook[-1].total == 46
+    runs = [(p.done, p.total, p.label) for p in seen if p.phase == "runs"]
+    assert [r[:2] for r in runs] == [(1, 4), (2, 4), (3, 4), (4, 4)] and runs[0][2] == "minimal: q01"
+    assert set(summary.phase_seconds) == {"start", "handbook", "runs"}
+    assert sum(summary.phase_seconds.values()) <= summary.seconds
     with transaction() as session:
         rows = session.execute(text("SELECT id, preset, status, reviewer, source FROM runs ORDER BY id")).all()
     assert {r.source for r in rows} == {DEMO_SOURCE}
