@@ -16,7 +16,7 @@ from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from api.app import create_app
-from pages.common import REVIEWER_KEY
+from app_pages.common import REVIEWER_KEY
 from services.answering.runs import load_run
 from services.intake.api_keys import create_api_key
 from services.review.export import ExportFilters, export_records
@@ -24,7 +24,7 @@ from services.review.queue import current_review_state, submit_review
 from services.store import transaction
 from tests.api._server import serving
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "review.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "review.py")
 RUN = {"question": "How do I clear alarm SRVO-062 after the battery ran low?",
        "answer": "Replace the pulsecoder battery with the controller on, then remaster the axis.",
        "trace_id": "prod-0007",

@@ -10,7 +10,7 @@ def open_page(at: AppTest, page: str, title: str) -> AppTest:
     """`at` (the app, not run yet: a test may set secrets first) run and switched to
     pages/<page>.py, which must draw without an exception under `title`."""
     at.run()
-    at.switch_page(f"pages/{page}.py").run()
+    at.switch_page(f"app_pages/{page}.py").run()
     assert not at.exception, at.exception
     assert at.title[0].value == title
     return at

@@ -24,4 +24,4 @@ def fresh_caches() -> Iterator[None]:
 def load_page() -> Callable[[str], ModuleType]:
     """`load_page("corpus")` is the module pages/corpus.py itself, for its pure helpers:
     importing a page does not render it (its main() only runs under Streamlit)."""
-    return lambda name: importlib.import_module(f"pages.{name}")
+    return lambda name: importlib.import_module(f"app_pages.{name}")

@@ -114,7 +114,7 @@ def test_auto_accepted_run_can_be_sent_to_review(corpus, engine):
     with engine.begin() as conn:  # the offline judge rarely auto-accepts; set the state under test directly
         conn.execute(text("UPDATE runs SET status = 'auto_accepted' WHERE id = :id"), {"id": run.run_id})
     at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("pages/ask.py")
+    at.switch_page("app_pages/ask.py")
     at.session_state["ask.run_id"] = run.run_id
     at.run()
     assert not at.exception and not at.get("page_link")
@@ -136,7 +136,7 @@ def test_empty_corpus_points_to_the_corpus_page(clean_db):
 # --- the page's pure helpers, without Streamlit ------------------------------------------------
 
 def test_split_around_finds_the_quote_despite_whitespace_and_case():
-    from pages.common import split_around
+    from app_pages.common import split_around
 
     chunk = "# SRVO-062\nSRVO-062 means the backup\nbattery dropped. Replace it."
     assert split_around(chunk, "Replace it.") == ("# SRVO-062\nSRVO-062 means the backup\nbattery dropped. ", "Replace it.", "")
@@ -150,14 +150,14 @@ def test_split_around_finds_the_quote_despite_whitespace_and_case():
 
 
 def test_demo_picker_offers_only_answerable_questions():
-    from pages.ask import answerable_questions
+    from app_pages.ask import answerable_questions
 
     questions = [{"text": "a", "metadata": {"answerable": True}}, {"text": "b", "metadata": {"answerable": False}}]
     assert answerable_questions(questions) == ["a"]
 
 
 def test_signals_table_lists_blended_signals_with_renormalized_weights_first():
-    from pages.ask import signals_frame
+    from app_pages.ask import signals_frame
 
     frame = signals_frame({"heuristic_value": 0.4, "grade": 0.5, "retrieval": 0.6})
     assert list(frame["signal"]) == ["retrieval", "answer grade", "heuristic (reference, not blended)"]

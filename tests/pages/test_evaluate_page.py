@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages.common import as_plain
+from app_pages.common import as_plain
 from services.answering.llm.base import Grade, Reflection
 from services.answering.llm.offline import OfflineBackend
 from services.answering.runs import load_run

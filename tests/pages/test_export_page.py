@@ -18,12 +18,12 @@ from tests.pages.test_review_page import demo_runs, reviewed_runs  # noqa: F401 
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-PAGE = str(ROOT / "pages" / "export.py")
+PAGE = str(ROOT / "app_pages" / "export.py")
 
 
 def export_page():  # type: ignore[no-untyped-def]
     """The page module itself, for its pure helpers (main() only runs under Streamlit)."""
-    from pages import export
+    from app_pages import export
 
     return export
 
@@ -54,7 +54,7 @@ def preview_ids(at: AppTest) -> list[int]:
 
 def test_the_page_is_in_the_navigation(reviewed):
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("pages/export.py").run()
+    at.switch_page("app_pages/export.py").run()
     assert not at.exception and at.title[0].value == "Export reviewed answers"
     assert preview_count(at) == 3
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages.common import REVIEWER_KEY
+from app_pages.common import REVIEWER_KEY
 from services.answering import pipeline
 from services.answering.runs import Run, load_run, save_run
 from services.review.queue import review_history, review_queue, submit_review
@@ -22,7 +22,7 @@ from services.scoring.weights import DEFAULT_PROFILE
 from services.store import transaction
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "review.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "review.py")
 XSS = "<script>alert(1)</script>"
 QUESTIONS = ("What does SRVO-062 mean?", "How often is J2 grease replaced?", "What is a DSZ zone?")
 # Element kinds whose text Streamlit renders as markdown (labels of blocks included below).
@@ -103,7 +103,7 @@ def set_statuses(at: AppTest, statuses: list[str]) -> None:
 
 def test_the_page_is_in_the_navigation(demo_runs):
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("pages/review.py").run()
+    at.switch_page("app_pages/review.py").run()
     assert not at.exception and at.title[0].value == "Review queue"
     assert set(queue_ids(at)) == {r.run_id for r in demo_runs}
 
@@ -314,7 +314,7 @@ def test_script_tags_in_question_answer_and_comment_are_shown_as_text(demo_runs)
 
 def review_page():  # type: ignore[no-untyped-def]
     """The page module itself, for its pure helpers (main() only runs under Streamlit)."""
-    from pages import review
+    from app_pages import review
 
     return review
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages._review_work import SHORTCUTS, left_text, next_item
-from pages.common import REVIEWER_KEY
-from pages.review import BROWSE_TAB, TAB_KEY, WORK_TAB
+from app_pages._review_work import SHORTCUTS, left_text, next_item
+from app_pages.common import REVIEWER_KEY
+from app_pages.review import BROWSE_TAB, TAB_KEY, WORK_TAB
 from services.answering.runs import load_run
 from services.demo import answer_key, load_demo
 from services.review.queue import ANSWER_KEY_REVIEWER, QueueFilters, current_review_state, review_history, review_queue
 from tests.pages.test_review_page import demo_runs  # noqa: F401  (fixture: three pending runs)
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "review.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "review.py")
 
 
 def open_work(reviewer: str | None = "ana") -> AppTest:

@@ -102,7 +102,7 @@ def test_no_runs_says_so(clean_db):
 def test_date_inputs_become_whole_utc_days_end_included():
     from datetime import UTC, date, datetime
 
-    from pages.routes import filters_from_inputs
+    from app_pages.routes import filters_from_inputs
 
     filters = filters_from_inputs(["minimal"], [], [date(2025, 3, 1), date(2025, 3, 31)])
     assert filters.presets == ("minimal",) and filters.statuses == ()

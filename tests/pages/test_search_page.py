@@ -17,7 +17,7 @@ def test_search_shows_hits_and_breakdown(clean_db, tmp_path):
     (tmp_path / "grease.md").write_text("# Reducer grease\nReplace J2 reducer grease every 20,000 hours.")
     ingest_paths([tmp_path])
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("pages/search.py").run()
+    at.switch_page("app_pages/search.py").run()
     assert not at.exception and at.title[0].value == "Search the corpus"
     at.text_input(key="search.query").input("What does SRVO-062 mean?")
     at.button[0].click().run()
@@ -32,7 +32,7 @@ def test_search_shows_hits_and_breakdown(clean_db, tmp_path):
 
 def test_empty_query_shows_an_error_not_a_traceback(clean_db):
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("pages/search.py").run()
+    at.switch_page("app_pages/search.py").run()
     at.text_input(key="search.query").input("   ")
     at.button[0].click().run()
     assert not at.exception and "empty" in at.error[0].value

@@ -141,7 +141,7 @@ def test_only_an_admin_may_self_calibrate(calibration_corpus):  # type: ignore[n
 # --- saving slider weights keeps the mappings -----------------------------------------------------
 
 def test_profile_from_sliders_keeps_the_base_profiles_mappings():
-    from pages.tuning import profile_from_sliders, slider_values
+    from app_pages.tuning import profile_from_sliders, slider_values
 
     base = dataclasses.replace(DEFAULT_PROFILE, mappings={"cal": {"hybrid": STEP}})
     tuned = profile_from_sliders(slider_values(base) | {"tuning.w.top_score": 0.9}, base)

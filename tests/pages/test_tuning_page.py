@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages.common import cached_active_profile_label
+from app_pages.common import cached_active_profile_label
 from services.answering.runs import Run, save_run
 from services.review.queue import submit_review
 from services.scoring.confidence import overall
@@ -75,7 +75,7 @@ def open_tuning(tab: str | None = None, *, secrets: dict | None = None) -> AppTe
     for section, values in (secrets or {}).items():
         at.secrets[section] = values
     at.run()
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("app_pages/tuning.py").run()
     assert not at.exception, at.exception
     if tab:
         open_tab(at, tab)
@@ -131,7 +131,7 @@ def error_texts(at: AppTest) -> list[str]:
 # --- pure helpers -----------------------------------------------------------------------------
 
 def test_profile_from_sliders_validates_thresholds_and_weights():
-    from pages.tuning import profile_from_sliders, slider_values
+    from app_pages.tuning import profile_from_sliders, slider_values
     from services.errors import InputError
 
     values = slider_values(DEFAULT_PROFILE)
@@ -143,7 +143,7 @@ def test_profile_from_sliders_validates_thresholds_and_weights():
 
 
 def test_slider_values_keep_weight_ratios_within_the_slider_range():
-    from pages.tuning import slider_values
+    from app_pages.tuning import slider_values
 
     big = dataclasses.replace(DEFAULT_PROFILE, weights={c: 2.0 if c == "top_score" else 0.5 for c in COMPONENTS})
     values = slider_values(big)
@@ -152,7 +152,7 @@ def test_slider_values_keep_weight_ratios_within_the_slider_range():
 
 
 def test_ceil_to_step_rounds_thresholds_up_onto_the_slider_grid():
-    from pages.tuning import ceil_to_step
+    from app_pages.tuning import ceil_to_step
 
     assert ceil_to_step(0.8532) == pytest.approx(0.86)
     assert ceil_to_step(0.9000000000000001) == pytest.approx(0.90)  # float noise is not a step
@@ -347,7 +347,7 @@ def test_a_non_admin_under_oidc_cannot_activate(runs):
 
 
 def test_profile_names_are_never_rendered_as_markdown(runs):
-    from pages.common import as_plain
+    from app_pages.common import as_plain
 
     name = "**bold** <b>x</b> [link](https://x.org)"
     save_profile(dataclasses.replace(DEFAULT_PROFILE, name=name), created_by="setup", activate=True)

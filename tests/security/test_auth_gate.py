@@ -28,7 +28,7 @@ from tests.security._support import save_runs
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 # common.py and _private modules are parts of pages, not pages (app.py names the pages)
-PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
+PAGES = sorted(p.name for p in (ROOT / "app_pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
 OIDC = {
     "auth": {"client_id": "workbench-test", "client_secret": "not-used", "redirect_uri": "http://localhost:8501/oauth2callback",
              "cookie_secret": "not-used", "server_metadata_url": "https://idp.example/.well-known/openid-configuration"},
@@ -57,7 +57,7 @@ def app_as(user: dict, script: str = APP) -> AppTest:
 
 def open_page(user: dict, page: str) -> AppTest:
     at = app_as(user).run()
-    at.switch_page(f"pages/{page}").run()
+    at.switch_page(f"app_pages/{page}").run()
     assert not at.exception, at.exception
     return at
 
@@ -82,10 +82,10 @@ def assert_only_the_sign_in_prompt(at: AppTest) -> None:
 @pytest.fixture()
 def store_untouched() -> Iterator[mock.Mock]:
     """Fails the test if anything reaches for the database before sign-in."""
-    import pages.common  # imported before patching, or it would bind the spy for good
+    import app_pages.common  # imported before patching, or it would bind the spy for good
 
     spy = mock.Mock(side_effect=AssertionError("the database was used before sign-in"))
-    with mock.patch.object(pages.common, "get_engine", spy), mock.patch("services.store.get_engine", spy):
+    with mock.patch.object(app_pages.common, "get_engine", spy), mock.patch("services.store.get_engine", spy):
         yield spy
 
 
@@ -98,7 +98,7 @@ def test_signed_out_the_app_shows_only_the_sign_in_prompt(store_untouched):
 @pytest.mark.parametrize("page", PAGES)
 def test_signed_out_every_page_run_directly_stops_at_the_prompt(page, store_untouched):
     """A page opened by its own URL (run as its own script) must gate itself, not rely on app.py."""
-    at = app_as(SIGNED_OUT, str(ROOT / "pages" / page)).run()
+    at = app_as(SIGNED_OUT, str(ROOT / "app_pages" / page)).run()
     assert_only_the_sign_in_prompt(at)
     store_untouched.assert_not_called()
 
@@ -210,7 +210,7 @@ def test_an_admin_can_change_the_active_profile(two_profiles):
 
 
 def open_run(user: dict, run_id: int) -> AppTest:
-    at = app_as(user, str(ROOT / "pages" / "review.py")).run()
+    at = app_as(user, str(ROOT / "app_pages" / "review.py")).run()
     assert not at.exception, at.exception
     at.selectbox(key="review.pick").select(run_id).run()
     assert not at.exception, at.exception

@@ -35,7 +35,7 @@ DB_PASSWORD = "p4ssw0rdSECRET"
 UNREACHABLE_URL = f"postgresql://workbench:{DB_PASSWORD}@127.0.0.1:1/workbench"
 SECRETS = (API_KEY, DB_PASSWORD, "TESTSECRET", "p4ssw0rd")  # also a fragment of each, in case of truncation
 # common.py and _private modules are parts of pages, not pages (app.py names the pages)
-PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
+PAGES = sorted(p.name for p in (ROOT / "app_pages").glob("*.py") if p.name != "common.py" and not p.name.startswith("_"))
 
 
 def leaked(*texts: object) -> list[str]:
@@ -177,7 +177,7 @@ def _tree_text(at: AppTest) -> str:
 
 @pytest.fixture()
 def fresh_ui_caches() -> Iterator[None]:
-    from pages.common import ensure_store
+    from app_pages.common import ensure_store
 
     ensure_store.clear()  # the process may have cached the embedded store's description
     st.cache_data.clear()
@@ -194,7 +194,7 @@ def test_sidebar_shows_the_model_name_and_no_page_shows_a_secret(secret_env, fre
     assert any("Database unavailable" in s and "127.0.0.1:1/workbench" in s for s in sidebar)
     texts = [_tree_text(at)]
     for page in PAGES:
-        at.switch_page(f"pages/{page}").run()
+        at.switch_page(f"app_pages/{page}").run()
         assert not at.exception, (page, at.exception)
         texts.append(_tree_text(at))
     assert len(texts) == len(PAGES) + 1 and all(texts)

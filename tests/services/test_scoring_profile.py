@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from pages.common import REVIEWER_KEY
+from app_pages.common import REVIEWER_KEY
 from services.answering import pipeline
 from services.answering.llm.offline import OfflineBackend
 from services.answering.presets import get_preset
@@ -68,7 +68,7 @@ def _breakdown_total(at: AppTest) -> float:
 def _evaluate_page(beir: dict[str, Path]) -> float:
     """The Evaluate page on the BEIR set, in the default collection: the query's hybrid confidence."""
     at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("pages/evaluate.py").run()
+    at.switch_page("app_pages/evaluate.py").run()
     at.text_input(key="evaluate.corpus_path").input(str(beir["corpus"]))
     at.text_input(key="evaluate.queries_path").input(str(beir["queries"]))
     at.text_input(key="evaluate.qrels_path").input(str(beir["qrels"]))
@@ -83,7 +83,7 @@ def _evaluate_page(beir: dict[str, Path]) -> float:
 
 def _search_page() -> float:
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("pages/search.py").run()
+    at.switch_page("app_pages/search.py").run()
     at.text_input(key="search.query").input(QUERY)
     assert at.radio(key="search.mode").value == "hybrid" and at.slider(key="search.k").value == K
     at.button[0].click().run()
@@ -106,7 +106,7 @@ def _open_run(page: str, run_id: int) -> AppTest:
     at.session_state[REVIEWER_KEY] = "ana"
     at.session_state["ask.run_id"] = run_id
     at.run()
-    at.switch_page(f"pages/{page}").run()
+    at.switch_page(f"app_pages/{page}").run()
     if page == "review.py":
         at.selectbox(key="review.pick").select(run_id).run()
     assert not at.exception and not at.error, (at.exception, at.error)

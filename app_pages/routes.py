@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from pages.common import empty_state, ensure_store, require_sign_in, run_or_error, show_error
+from app_pages.common import empty_state, ensure_store, require_sign_in, run_or_error, show_error
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Run
 from services.charts import run as run_charts
@@ -70,8 +70,8 @@ def main() -> None:
     if stats.n_runs == 0:
         empty_state("No stored runs match these filters. Every answered question adds its path of router decisions "
                     "here: widen the filters, ask questions, or load the demo runs on the Start here page.",
-                    "pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
-        st.page_link("pages/ask.py", label="Ask a question", icon=":material/chat:")
+                    "app_pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
+        st.page_link("app_pages/ask.py", label="Ask a question", icon=":material/chat:")
         return
     _render_summary(stats)
     _render_drilldown(filters)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages import _demo as demo
-from pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
+from app_pages import _demo as demo
+from app_pages.common import cached_corpus_stats, ensure_store, require_sign_in, selected_preset, show_error
 from services.answering.presets import PRESETS
 from services.charts import evaluation as charts
 from services.corpus.ingest import IngestProgress, IngestSummary

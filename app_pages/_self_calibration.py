@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from pages.common import as_plain, current_user, show_error
+from app_pages.common import as_plain, current_user, show_error
 from services.auth import CurrentUser, require_admin
 from services.charts.self_calibration import before_after_figure
 from services.errors import InputError, WorkbenchError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import _demo as demo
-from pages.common import ensure_store, require_sign_in, show_error
+from app_pages import _demo as demo
+from app_pages.common import ensure_store, require_sign_in, show_error
 from services.errors import WorkbenchError
 
 INTRO = (
@@ -18,13 +18,13 @@ INTRO = (
 # (title, what you see, page, link label, icon, query parameters)
 THINGS_TO_TRY = (
     ("Ask a question", "Watch the pipeline retrieve, score, correct and reflect, then read the seven components "
-     "behind the confidence.", "pages/ask.py", "Ask", ":material/chat:", None),
+     "behind the confidence.", "app_pages/ask.py", "Ask", ":material/chat:", None),
     ("Work the review queue", "Least confident answers first. Approve with A, flag with F, skip with N.",
-     "pages/review.py", "Work the review queue", ":material/fact_check:", {"view": "work"}),
+     "app_pages/review.py", "Work the review queue", ":material/fact_check:", {"view": "work"}),
     ("See where runs went", "The router's decisions per run as a Sankey: which questions were refined, "
-     "decomposed or accepted as the best effort.", "pages/routes.py", "Router paths", ":material/alt_route:", None),
+     "decomposed or accepted as the best effort.", "app_pages/routes.py", "Router paths", ":material/alt_route:", None),
     ("Check calibration", "Does 0.8 confidence mean 80% approved? Compare confidence with verdicts, then move the "
-     "weights and watch every run re-score.", "pages/tuning.py", "Tuning", ":material/tune:", None),
+     "weights and watch every run re-score.", "app_pages/tuning.py", "Tuning", ":material/tune:", None),
 )
 # (step, pages, what happens there)
 WORKFLOW = (

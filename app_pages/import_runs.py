@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in, show_error
+from app_pages.common import ensure_store, require_sign_in, show_error
 from services.errors import InputError, WorkbenchError
 from services.intake.assess import ProcessSummary, process_queue
 from services.intake.importing import ImportSummary, import_file
@@ -202,7 +202,7 @@ def _render_assess() -> None:
     last = st.session_state.get(LAST_ASSESS_KEY)
     if last is not None:
         st.text(f"Last assessment: {assess_line(last)}")
-    st.page_link("pages/review.py", label="Open the Review queue", icon=":material/fact_check:")
+    st.page_link("app_pages/review.py", label="Open the Review queue", icon=":material/fact_check:")
     if counts.failed:
         _render_failures()
 

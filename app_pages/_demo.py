@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import show_error
+from app_pages.common import show_error
 from services.demo import DemoProgress, DemoStatus, DemoSummary, demo_status, load_demo, remove_demo
 from services.errors import WorkbenchError
 

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages import _demo as demo
-from pages._review_work import render_work_queue
-from pages.common import as_plain, empty_state, ensure_store, render_quote_in_chunk, require_sign_in, show_error
+from app_pages import _demo as demo
+from app_pages._review_work import render_work_queue
+from app_pages.common import as_plain, empty_state, ensure_store, render_quote_in_chunk, require_sign_in, show_error
 from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Iteration, Run, load_run, retrieval_breakdown
@@ -165,8 +165,8 @@ def _request_open(item: QueueItem) -> None:
 def _render_empty() -> None:
     empty_state("No runs are stored yet, so there is nothing to review. Answers land here when a question is asked "
                 "on the Ask page, when another system's answers are imported, or when the demo runs are loaded.",
-                "pages/ask.py", "Ask a question", ":material/chat:")
-    st.page_link("pages/import_runs.py", label="Import runs", icon=":material/upload_file:")
+                "app_pages/ask.py", "Ask a question", ":material/chat:")
+    st.page_link("app_pages/import_runs.py", label="Import runs", icon=":material/upload_file:")
     demo.render_load_button("review")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import corpus_stats_or_error, require_sign_in, show_error
+from app_pages.common import corpus_stats_or_error, require_sign_in, show_error
 from services.charts import confidence as charts
 from services.domain import HIT_COLUMNS, RETRIEVAL_MODES, RetrievalResult, hit_rows
 from services.errors import WorkbenchError

@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages import _demo as demo
-from pages.common import (
+from app_pages import _demo as demo
+from app_pages.common import (
     corpus_stats_or_error,
     empty_state,
     render_quote_in_chunk,
@@ -123,7 +123,7 @@ def main() -> None:
     if stats.chunks == 0:
         empty_state("The corpus is empty: there is nothing to answer from yet. Add documents on the Corpus page, or "
                     "load the demo runs above (they bring the demo handbook).",
-                    "pages/corpus.py", "Open the Corpus page", ":material/library_books:")
+                    "app_pages/corpus.py", "Open the Corpus page", ":material/library_books:")
         return
     preset, asked = _render_question_form()
     if asked:
@@ -329,7 +329,7 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
             st.rerun()
     elif run.status == RunStatus.PENDING:
         st.info("This run is already queued for review.")
-        st.page_link("pages/review.py", label="Open the review queue", icon=":material/fact_check:")
+        st.page_link("app_pages/review.py", label="Open the review queue", icon=":material/fact_check:")
     else:
         st.caption(f"Reviewed: {run.status}.")
 

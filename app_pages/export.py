@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pages.common import empty_state, ensure_store, require_sign_in, show_error
+from app_pages.common import empty_state, ensure_store, require_sign_in, show_error
 from services.answering.runs import STATUSES
 from services.errors import WorkbenchError
 from services.review.days import day_range
@@ -103,7 +103,7 @@ def _render_preview(records: Sequence[dict[str, Any]]) -> None:
     st.metric("Runs matching", f"{len(records):,}")
     if not records:
         empty_state("No runs match these filters; nothing to export. Reviewed answers land here after they are "
-                    "approved, flagged or corrected in the Review queue.", "pages/review.py", "Open the review queue",
+                    "approved, flagged or corrected in the Review queue.", "app_pages/review.py", "Open the review queue",
                     ":material/fact_check:")
         return
     if len(records) > PREVIEW_ROWS:

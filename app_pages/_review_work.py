@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from pages.common import as_plain, current_user, show_error
+from app_pages.common import as_plain, current_user, show_error
 from services.answering.runs import RunStatus, load_run
 from services.auth import require_reviewer
 from services.errors import ConflictError, WorkbenchError

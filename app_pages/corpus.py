@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from pages.common import (
+from app_pages.common import (
     as_plain,
     cached_active_profile_label,
     cached_corpus_stats,

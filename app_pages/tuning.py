@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages import _demo as demo
-from pages import _self_calibration as self_calibration
-from pages.common import (
+from app_pages import _demo as demo
+from app_pages import _self_calibration as self_calibration
+from app_pages.common import (
     as_plain,
     cached_active_profile_label,
     current_user,
@@ -210,7 +210,7 @@ def main() -> None:
         elif len(matrix) == 0:
             empty_state("No stored runs yet: the sliders re-score stored runs, and calibration compares them with "
                         "verdicts. Ask questions (or load the demo runs on the Start here page), then press Reload "
-                        "runs.", "pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
+                        "runs.", "app_pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
         else:
             _render_analysis(opened, matrix, active, profile)
 

@@ -8,7 +8,7 @@ from datetime import date, datetime
 import pandas as pd
 import streamlit as st
 
-from pages.common import ensure_store, require_sign_in, show_error
+from app_pages.common import ensure_store, require_sign_in, show_error
 from services.charts.documents import FIX_FIRST_TOP, document_label, document_trend_figure, fix_first_figure
 from services.errors import WorkbenchError
 from services.review.days import day_range
@@ -86,8 +86,8 @@ def main() -> None:
     if not trends:
         filtered = start is not None or end is not None or min_runs > 1
         st.info(EMPTY_STATE.format(scope=" with these filters" if filtered else " yet"))
-        st.page_link("pages/ask.py", label="Ask a question", icon=":material/chat:")
-        st.page_link("pages/import_runs.py", label="Import runs", icon=":material/upload_file:")
+        st.page_link("app_pages/ask.py", label="Ask a question", icon=":material/chat:")
+        st.page_link("app_pages/import_runs.py", label="Import runs", icon=":material/upload_file:")
         return
     shown = trends[:TABLE_LIMIT]
     _render_fix_first(shown, cut=len(trends) > TABLE_LIMIT)
