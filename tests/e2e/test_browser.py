@@ -71,11 +71,7 @@ def _assert_not_blank(path: Path) -> None:
 
 def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
     page = tab  # type: ignore[no-untyped-def]
-    # The root first: until a session has run app.py's st.navigation, Streamlit serves /ask as an
-    # old-style page of the pages/ folder without the sidebar. The default page is Start here.
-    page.goto(server)
-    _settle(page, "Start here")
-    page.goto(f"{server}/ask")
+    page.goto(f"{server}/ask")  # a deep link first is fine (tests/e2e/test_deep_link.py)
     _settle(page, "Ask")
     page.get_by_role("textbox", name="Reviewer").fill("e2e reviewer")
     page.get_by_role("textbox", name="Reviewer").press("Enter")

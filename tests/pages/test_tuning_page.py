@@ -67,10 +67,9 @@ def _verdicts(ids: dict[str, list[int]]) -> None:
 
 
 def open_tuning(tab: str | None = None, *, secrets: dict | None = None) -> AppTest:
-    """The app, then the Tuning page. Note: with a pages/ directory next to app.py, AppTest
-    runs a switched-to page on its own (Streamlit's MPA v1), so the sidebar is not drawn after
-    switch_page and a reviewer name typed there lasts one run: tests that act as someone sign
-    in under OIDC instead (as_user)."""
+    """The app, then the Tuning page (through app.py's navigation, sidebar and all). Tests that
+    act as someone sign in under OIDC (as_user), as they did when a pages/ folder made AppTest
+    run a switched-to page on its own."""
     at = AppTest.from_file(APP, default_timeout=120)
     for section, values in (secrets or {}).items():
         at.secrets[section] = values
