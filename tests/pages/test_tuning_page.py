@@ -151,7 +151,7 @@ def test_slider_values_keep_weight_ratios_within_the_slider_range():
 
 
 def test_ceil_to_step_rounds_thresholds_up_onto_the_slider_grid():
-    from app_pages.tuning import ceil_to_step
+    from app_pages._tuning_state import ceil_to_step
 
     assert ceil_to_step(0.8532) == pytest.approx(0.86)
     assert ceil_to_step(0.9000000000000001) == pytest.approx(0.90)  # float noise is not a step
