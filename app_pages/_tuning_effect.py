@@ -1,7 +1,13 @@
-"""The Tuning page's "Effect on runs" tab: what the sliders' weights do to every stored run."""
+"""The Tuning page's "Effect on runs" tab: what the sliders' weights do to every stored run.
+
+Its counts are what the auto-accept rule would do under the sliders, applied again to every
+stored run whatever happened to it since; the Review queue counts runs by their status now.
+The two differ (a reviewed run keeps its verdict; a run stored pending stays pending), so the
+tab names its counts "would" and says how they break down by status now."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +20,10 @@ from services.scoring.tuning import RunMatrix, level_changes, level_indexes, tri
 from services.scoring.weights import WeightsProfile
 
 CHANGES_LIMIT = 200  # the largest moves; the count above the table says how many there are
+QUEUE_AUTO_ACCEPTED = "auto_accepted"  # the status the Review queue's Auto-accepted counts
+WOULD_AUTO_ACCEPT_HELP = ("Stored runs the auto-accept rule (HIGH confidence, CRAG correct, reflection approved, an "
+                          "answer) accepts under these weights, whatever their status now. The Review queue's "
+                          "Auto-accepted counts runs whose status is auto-accepted.")
 
 
 def changes_frame(changes: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -23,17 +33,50 @@ def changes_frame(changes: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def auto_accepted_by_status(matrix: RunMatrix, scores: np.ndarray, profile: WeightsProfile) -> dict[str, int]:
+    """The runs triage would auto-accept at `scores`, counted by their status now (its rule,
+    applied to each status's runs, so the rule lives in one place)."""
+    counts: dict[str, int] = {}
+    for status in sorted(set(matrix.statuses.tolist())):
+        mask = matrix.statuses == status
+        subset = RunMatrix(**{f.name: getattr(matrix, f.name)[mask] for f in dataclasses.fields(matrix)})
+        accepted = triage(subset, scores[mask], profile)["auto_accepted"]
+        if accepted:
+            counts[str(status)] = accepted
+    return counts
+
+
+def queue_auto_accepted(matrix: RunMatrix) -> int:
+    """What the Review queue shows as Auto-accepted: runs whose status is auto-accepted."""
+    return int((matrix.statuses == QUEUE_AUTO_ACCEPTED).sum())
+
+
+def auto_accept_note(would: Mapping[str, int], queue_count: int) -> str:
+    """Why Would auto-accept here and Auto-accepted in the Review queue differ, in numbers."""
+    total = sum(would.values())
+    parts = ", ".join(f"{n:,} {status.replace('_', '-')}" for status, n in sorted(would.items())) or "none"
+    note = (f"The Review queue shows {queue_count:,} auto-accepted: runs by their status now (auto-accepted when "
+            f"stored, not reviewed since). Would auto-accept applies the rule again to every stored run under these "
+            f"weights; by their status now, those {total:,} are: {parts}.")
+    dropped = queue_count - would.get(QUEUE_AUTO_ACCEPTED, 0)
+    if dropped:
+        note += f" {dropped:,} of the queue's auto-accepted runs would go to review under these weights."
+    return note
+
 
 def render_effect(matrix: RunMatrix, active: WeightsProfile, profile: WeightsProfile, active_scores: np.ndarray,
                    scores: np.ndarray) -> None:
     before, after = triage(matrix, active_scores, active), triage(matrix, scores, profile)
     changed = int((level_indexes(active_scores, active) != level_indexes(scores, profile)).sum())
     cols = st.columns(4)
-    cols[0].metric("Auto-accepted", after["auto_accepted"], delta=after["auto_accepted"] - before["auto_accepted"])
-    cols[1].metric("Sent to review", after["review"], delta=after["review"] - before["review"], delta_color="inverse")
+    cols[0].metric("Would auto-accept", after["auto_accepted"], delta=after["auto_accepted"] - before["auto_accepted"],
+                   help=WOULD_AUTO_ACCEPT_HELP)
+    cols[1].metric("Would go to review", after["review"], delta=after["review"] - before["review"],
+                   delta_color="inverse")
     cols[2].metric("VERY LOW", after["flagged_very_low"], delta=after["flagged_very_low"] - before["flagged_very_low"],
                    delta_color="inverse", help="expert review required")
     cols[3].metric("Runs changing level", changed)
+    st.caption(auto_accept_note(auto_accepted_by_status(matrix, scores, profile), queue_auto_accepted(matrix)))
     left, right = st.columns(2)
     left.plotly_chart(charts.score_histogram_figure(scores, profile), key="tuning.histogram")
     right.plotly_chart(charts.level_counts_figure(before["by_level"], after["by_level"],

@@ -32,8 +32,8 @@ def compare_frame(result: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for side in ("a", "b"):
         data, calibration = result[side], result[side]["calibration"]
-        row = {"side": side.upper(), "profile": data["profile"], "auto-accepted": data["triage"]["auto_accepted"],
-               "review": data["triage"]["review"], "VERY LOW": data["triage"]["flagged_very_low"]}
+        row = {"side": side.upper(), "profile": data["profile"], "would auto-accept": data["triage"]["auto_accepted"],
+               "would go to review": data["triage"]["review"], "VERY LOW": data["triage"]["flagged_very_low"]}
         if calibration is not None:
             row |= {"ECE": calibration.ece, "Brier": calibration.brier, "AUROC": calibration.auroc, "reviewed": calibration.n}
         rows.append(row)

@@ -170,6 +170,11 @@ def _render_empty() -> None:
     demo.render_load_button("review")
 
 
+AUTO_ACCEPTED_HELP = ("Runs whose status is auto-accepted: the pipeline accepted them when it stored them (HIGH "
+                      "confidence, CRAG correct, reflection approved) and nobody has reviewed them since. The Tuning "
+                      "page's Would auto-accept applies that rule again to every stored run under its sliders.")
+
+
 def _render_progress(counts: Mapping[str, int]) -> None:
     reviewed = sum(counts[s] for s in REVIEWED)
     pending = counts["pending"]
@@ -178,7 +183,7 @@ def _render_progress(counts: Mapping[str, int]) -> None:
         cols = st.columns(3)
         cols[0].metric("Pending", f"{pending:,}")
         cols[1].metric("Reviewed", f"{reviewed:,}")
-        cols[2].metric("Auto-accepted", f"{counts['auto_accepted']:,}")
+        cols[2].metric("Auto-accepted", f"{counts['auto_accepted']:,}", help=AUTO_ACCEPTED_HELP)
         share = reviewed / (reviewed + pending) if reviewed + pending else 0.0
         st.progress(share, text=f"{reviewed:,} of {reviewed + pending:,} queued runs reviewed")
     right.plotly_chart(review_charts.status_figure(counts), key="review.status_chart")

@@ -12,6 +12,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from app_pages.common import cached_active_profile_label
@@ -21,6 +22,7 @@ from services.scoring.confidence import overall
 from services.scoring.profiles import active_profile, list_profiles, save_profile
 from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, LEVELS
 from services.store import transaction
+from tests.pages._support import open_page
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 OIDC = {"auth": {"client_id": "x"}, "workbench": {"admins": ["admin@x.org"]}}
@@ -166,14 +168,14 @@ def test_all_weight_on_top_score_moves_strong_top_runs_up_and_weak_top_runs_down
     assert at.title[0].value == "Tune confidence weights"
     assert at.slider[0].key == "tuning.w.top_score"  # bench/ui.py moves the first slider
     assert at.slider(key="tuning.w.top_score").value == pytest.approx(0.30)
-    assert int(metric(at, "Auto-accepted").value) == 10
+    assert int(metric(at, "Would auto-accept").value) == 10
     assert int(metric(at, "VERY LOW").value) == 0
     assert histogram_counts(at) == {"HIGH": 10, "MEDIUM": 0, "LOW": 20, "VERY LOW": 0}
 
     set_sliders(at, TOP_ONLY)
-    assert int(metric(at, "Auto-accepted").value) == 20 and metric(at, "Auto-accepted").delta == "10"
+    assert int(metric(at, "Would auto-accept").value) == 20 and metric(at, "Would auto-accept").delta == "10"
     assert int(metric(at, "VERY LOW").value) == 10
-    assert int(metric(at, "Sent to review").value) == 10
+    assert int(metric(at, "Would go to review").value) == 10
     assert int(metric(at, "Runs changing level").value) == 20
     assert histogram_counts(at) == {"HIGH": 20, "MEDIUM": 0, "LOW": 0, "VERY LOW": 10}
     changes = next(d.value for d in at.dataframe if "question" in d.value.columns)
@@ -188,13 +190,13 @@ def test_all_weight_on_top_score_moves_strong_top_runs_up_and_weak_top_runs_down
 
     at.button(key="tuning.reset").click().run()
     assert at.slider(key="tuning.w.top_score").value == pytest.approx(0.30)
-    assert int(metric(at, "Auto-accepted").value) == 10
+    assert int(metric(at, "Would auto-accept").value) == 10
 
 
 def test_invalid_thresholds_show_an_error_and_keep_the_last_valid_profile(runs):
     at = open_tuning()
     set_sliders(at, {"tuning.t.high": 0.95})  # valid: the strong runs (~0.92) drop to MEDIUM
-    assert histogram_counts(at)["HIGH"] == 0 and int(metric(at, "Auto-accepted").value) == 0
+    assert histogram_counts(at)["HIGH"] == 0 and int(metric(at, "Would auto-accept").value) == 0
     set_sliders(at, {"tuning.t.low": 0.8})  # low 0.80 > medium 0.70
     assert any("low ≤ medium ≤ high" in e for e in error_texts(at))
     assert histogram_counts(at) == {"HIGH": 0, "MEDIUM": 10, "LOW": 20, "VERY LOW": 0}  # still high 0.95, low 0.5
@@ -202,6 +204,31 @@ def test_invalid_thresholds_show_an_error_and_keep_the_last_valid_profile(runs):
     assert at.button(key="tuning.save").disabled and any("Fix the sliders" in c.value for c in at.caption)
     set_sliders(at, {"tuning.t.low": 0.5})
     assert not error_texts(at) and not any("Fix the sliders" in c.value for c in at.caption)
+
+
+def test_would_auto_accept_is_reconciled_with_the_review_queues_auto_accepted(runs):
+    """Tuning applies the auto-accept rule again to every stored run; the Review queue counts
+    statuses. The Tuning page quotes the queue's own number and breaks its count down by status,
+    so the two pages cannot disagree without saying why."""
+    strong = runs["strong"]  # the 10 runs the rule accepts under the default weights
+    with transaction() as session:
+        session.execute(text("UPDATE runs SET status = 'auto_accepted' WHERE id = ANY(:ids)"), {"ids": strong[:3]})
+    for rid in strong[3:5]:
+        submit_review(rid, expected_version=0, action="approve", reviewer="rita")
+    review = open_page(AppTest.from_file(APP, default_timeout=120), "review", "Review queue")
+    queue_count = int(next(m for m in review.metric if m.label == "Auto-accepted").value)
+    assert queue_count == 3
+
+    at = open_tuning()
+    assert int(metric(at, "Would auto-accept").value) == 10
+    note = next(c.value for c in at.caption if c.value.startswith("The Review queue shows"))
+    assert f"The Review queue shows {queue_count} auto-accepted" in note
+    assert "those 10 are: 2 approved, 3 auto-accepted, 5 pending." in note  # 2 + 3 + 5 = the metric
+
+    set_sliders(at, {"tuning.t.high": 0.95})  # the strong runs (~0.92) drop to MEDIUM
+    assert int(metric(at, "Would auto-accept").value) == 0
+    note = next(c.value for c in at.caption if c.value.startswith("The Review queue shows"))
+    assert "those 0 are: none." in note and "3 of the queue's auto-accepted runs would go to review" in note
 
 
 def test_without_verdicts_calibration_says_it_needs_reviewed_runs(runs):
@@ -245,7 +272,7 @@ def test_fit_weights_loads_them_into_the_sliders(runs):
     sliders = [at.slider(key=f"tuning.w.{c}").value for c in COMPONENTS]
     assert sliders == pytest.approx([round(share, 2) for share in shares])
     open_tab(at, "Effect on runs")
-    assert int(metric(at, "Auto-accepted").value) == 20  # the strong-top runs now reach HIGH
+    assert int(metric(at, "Would auto-accept").value) == 20  # the strong-top runs now reach HIGH
 
 
 def test_too_few_verdicts_is_a_warning(runs):
@@ -324,7 +351,7 @@ def test_an_admin_activates_a_profile_and_the_sidebar_label_follows(runs):
     # deltas now compare with strict v1 (HIGH from 0.95: none of its runs is auto-accepted)
     with as_user("admin@x.org"):
         open_tab(at, "Effect on runs")
-    assert metric(at, "Auto-accepted").value == "10" and metric(at, "Auto-accepted").delta == "10"
+    assert metric(at, "Would auto-accept").value == "10" and metric(at, "Would auto-accept").delta == "10"
 
 
 def test_a_non_admin_under_oidc_cannot_activate(runs):
@@ -372,5 +399,5 @@ def test_compare_shows_level_counts_and_the_confusion_heatmap(runs):
     # rows: active (HIGH 10, LOW 20); columns: sliders (HIGH 20, VERY LOW 10)
     assert confusion == [[10, 0, 0, 0], [0, 0, 0, 0], [10, 0, 0, 10], [0, 0, 0, 0]]
     table = next(d.value for d in at.dataframe if "ECE" in d.value.columns)
-    assert table["auto-accepted"].tolist() == [10, 20] and table["AUROC"].iloc[1] == pytest.approx(1.0)
+    assert table["would auto-accept"].tolist() == [10, 20] and table["AUROC"].iloc[1] == pytest.approx(1.0)
     assert int(next(m for m in at.metric if m.label == "Runs changing level").value) == 20
