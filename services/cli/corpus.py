@@ -28,16 +28,23 @@ def ingest(
     least SELF_CALIBRATION_MIN_CHUNKS chunks (default 1000; 0 = never) and whose documents changed
     is self-calibrated afterwards (see `workbench calibrate`); if that fails, the ingest still stands."""
     from services.corpus.ingest import ingest_paths
+    from services.corpus.progress import ProgressMeter
+
+    meter = ProgressMeter()
 
     def progress(p) -> None:  # type: ignore[no-untyped-def]
-        bar.total = p.documents_total
-        bar.n = p.documents_done
-        bar.set_postfix(chunks=p.chunks_done, embedded=p.chunks_embedded)
+        reading = meter.read(p)
+        bar.total = reading.documents_total
+        bar.n = reading.documents_done
+        bar.set_postfix_str(reading.describe(), refresh=False)
         bar.refresh()
 
     try:
-        # The bar closes (ending its line) before an error is printed on a line of its own.
-        with tqdm(desc="ingesting", unit="doc", disable=as_json, file=sys.stderr) as bar:
+        # The bar closes (ending its line) before an error is printed on a line of its own. Its
+        # text is the meter's (chunks/s and ETA over the last half minute), not tqdm's own
+        # average: a resumed ingest skips its first documents far faster than it embeds the rest.
+        with tqdm(desc="ingesting", disable=as_json, file=sys.stderr,
+                  bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed} · {postfix}") as bar:
             summary = ingest_paths(paths, collection=collection, on_progress=progress, follow_links=follow_links)
     except WorkbenchError as exc:
         fail(exc)
@@ -53,6 +60,8 @@ def ingest(
                        f"on {previous['updated_at']}")
     for skipped in summary.skipped:
         typer.echo(f"  skipped {shown(skipped.source)}: {shown(skipped.reason)}")
+    if summary.unchanged:
+        typer.echo(f"  skipped {summary.unchanged} already ingested with the same content (not embedded again)")
     recalibrate_after_ingest(summary, collection=collection, as_json=False)
 
 

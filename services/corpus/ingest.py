@@ -23,6 +23,7 @@ from services.corpus.indexing import (
     lock_collection,
     remove_document,
 )
+from services.corpus.progress import expected_documents, expected_upload_documents
 from services.errors import InputError, WorkbenchError
 from services.settings import Settings, get_settings
 from services.store import transaction
@@ -35,6 +36,13 @@ class IngestProgress:
     chunks_done: int  # written
     current: str
     chunks_embedded: int = 0  # embedded so far, written or not: moves during one large document
+    documents_expected: int | None = None  # counted before reading (services.corpus.progress): a guide
+    unchanged: int = 0  # already ingested with the same content: skipped, not embedded again
+
+    @property
+    def documents_guide(self) -> int | None:
+        """The exact total once known, else the count expected before reading."""
+        return self.documents_total if self.documents_total is not None else self.documents_expected
 
 
 @dataclass
@@ -77,8 +85,9 @@ def ingest_paths(
     missing = [str(path) for path in paths if not os.path.lexists(path)]
     if missing:
         raise InputError(f"no such file or directory: {', '.join(missing)}; nothing was ingested")
+    expected = None if on_progress is None else expected_documents(paths, max_bytes=settings.max_upload_bytes)
     parsed = parse_paths(paths, max_bytes=settings.max_upload_bytes, follow_links=follow_links)
-    return _ingest_parsed(parsed, collection, on_progress, settings)
+    return _ingest_parsed(parsed, collection, on_progress, settings, expected)
 
 
 def ingest_uploads(
@@ -91,7 +100,7 @@ def ingest_uploads(
     """Ingest in-memory files (name, bytes), e.g. from an upload widget."""
     settings = settings or get_settings()
     parsed = (parse_file(name, data, max_bytes=settings.max_upload_bytes) for name, data in files)
-    return _ingest_parsed(parsed, collection, on_progress, settings)
+    return _ingest_parsed(parsed, collection, on_progress, settings, expected_upload_documents(files))
 
 
 def ingest_documents(
@@ -103,7 +112,8 @@ def ingest_documents(
 ) -> IngestSummary:
     """Ingest already-parsed documents."""
     settings = settings or get_settings()
-    return _ingest_parsed([ParsedFile(tuple(documents), ())], collection, on_progress, settings)
+    given = tuple(documents)
+    return _ingest_parsed([ParsedFile(given, ())], collection, on_progress, settings, len(given))
 
 
 def _ingest_parsed(
@@ -111,15 +121,22 @@ def _ingest_parsed(
     collection: str,
     on_progress: ProgressCallback | None,
     settings: Settings,
+    expected: int | None = None,
 ) -> IngestSummary:
     check_collection_name(collection)
     summary = IngestSummary()
     done = saved = embedded = 0
 
+    def report(total: int | None = None) -> None:
+        if on_progress is not None:
+            current = str(summary.outcomes[-1]["source"]) if summary.outcomes else ""
+            on_progress(IngestProgress(done, total, summary.chunks_added, current, embedded, expected,
+                                       summary.unchanged))
+
     def report_embedded(count: int) -> None:
         nonlocal embedded
         embedded += count
-        _report(on_progress, done, None, summary, embedded)
+        report()
 
     groups = chunked_groups(parsed_files, collection, settings)
     try:
@@ -127,21 +144,14 @@ def _ingest_parsed(
             for batch, prepared in batches:
                 done += _write_batch(batch, prepared, collection, summary, settings)
                 saved = summary.ingested + summary.replaced  # committed
-                _report(on_progress, done, None, summary, embedded)
+                report()
     except WorkbenchError as exc:
         if saved:  # the error speaks of the failed batch; the ones before it stand
             raise type(exc)(f"{exc} (That was one batch: {saved} documents from earlier batches of this ingest were "
                             "saved; run the same ingest again to finish it.)") from exc
         raise
-    _report(on_progress, done, done, summary, embedded)
+    report(total=done)
     return summary
-
-
-def _report(on_progress: ProgressCallback | None, done: int, total: int | None, summary: IngestSummary,
-            embedded: int) -> None:
-    if on_progress is not None:
-        current = str(summary.outcomes[-1]["source"]) if summary.outcomes else ""
-        on_progress(IngestProgress(done, total, summary.chunks_added, current, embedded))
 
 
 def _write_batch(batch: Batch, prepared: list[PreparedDocument], collection: str, summary: IngestSummary,

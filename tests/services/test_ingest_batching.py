@@ -33,11 +33,13 @@ def test_batches_share_encode_calls_and_progress_counts_each_commit(clean_db, mo
     n = 2 * BATCH_DOCUMENTS + 5
     summary = ingest_documents(_docs(n), on_progress=events.append)
 
-    assert calls == [n], "three write batches of one-chunk documents share one encode call"
-    # first the group's embedding (under ENCODE_CHUNKS: one slice), then each commit
-    assert [e.documents_done for e in events] == [0, 32, 64, n, n]
-    assert [e.chunks_done for e in events] == [0, 32, 64, n, n]
-    assert [e.chunks_embedded for e in events] == [n] * 5
+    # The first write batch is encoded alone (the encoder starts after one batch is chunked);
+    # the next two write batches of one-chunk documents share one encode call.
+    assert calls == [BATCH_DOCUMENTS, n - BATCH_DOCUMENTS]
+    # each group's embedding (under ENCODE_CHUNKS: one slice), then each commit
+    assert [e.documents_done for e in events] == [0, 32, 32, 64, n, n]
+    assert [e.chunks_done for e in events] == [0, 32, 32, 64, n, n]
+    assert [e.chunks_embedded for e in events] == [32, 32, n, n, n, n]
     assert events[-1].documents_total == n and summary.ingested == n
     assert corpus_stats().documents == n
 
@@ -45,6 +47,7 @@ def test_batches_share_encode_calls_and_progress_counts_each_commit(clean_db, mo
 def test_groups_split_at_the_encode_size_and_skip_unchanged_content(clean_db, monkeypatch):  # type: ignore[no-untyped-def]
     calls = _count_encodes(monkeypatch)
     monkeypatch.setattr(batching_module, "ENCODE_CHUNKS", BATCH_DOCUMENTS)
+    monkeypatch.setattr(batching_module, "FIRST_GROUP_CHUNKS", BATCH_DOCUMENTS)
     summary = ingest_documents(_docs(BATCH_DOCUMENTS + 3))
     assert calls == [BATCH_DOCUMENTS, 3]
     assert summary.ingested == BATCH_DOCUMENTS + 3
