@@ -21,18 +21,22 @@ from services.auth import CurrentUser, require_admin
 from services.charts import evaluation as charts
 from services.corpus.extract import SUPPORTED_SUFFIXES
 from services.corpus.ingest import IngestProgress, IngestSummary, ingest_uploads
-from services.corpus.stats import DocumentInfo, delete_document, list_documents
+from services.corpus.progress import ProgressMeter
+from services.corpus.stats import DocumentInfo, delete_document, list_documents, sample_documents
 from services.errors import WorkbenchError
 from services.scoring.recalibration import AFTER_INGEST, Recalibration, decide_recalibration, describe_calibration, recalibrate
 
 COLLECTION = "default"  # the collection the Ask and Search pages answer from
-DOCUMENT_LIMIT = 10_000
+PAGE_SIZE = 100  # documents per page of the list: one page is read, never the whole collection
+HISTOGRAM_SAMPLE = 2_000  # documents the chunks-per-document histogram is drawn from
 UPLOADS_KEY = "corpus.uploads"
 LAST_INGEST_KEY = "corpus.last_ingest"
 LAST_CALIBRATION_KEY = "corpus.last_calibration"  # the Recalibration after the last ingest, when one ran
 DELETE_TARGET_KEY = "corpus.delete_target"
 DELETE_CONFIRM_KEY = "corpus.delete_confirm"
 DELETE_RESULT_KEY = "corpus.delete_result"
+FILTER_KEY = "corpus.filter"
+PAGE_KEY = "corpus.page"  # 0-based page of the documents list
 OUTCOME_COLUMNS = ["file", "document", "status", "chunks", "reason"]
 
 
@@ -63,26 +67,33 @@ def summary_line(summary: IngestSummary) -> str:
             f"{len(summary.skipped)} skipped; {summary.chunks_added} chunks added")
 
 
-def progress_state(progress: IngestProgress, expected_files: int) -> tuple[float, str]:
-    """Bar fraction and text. Until the end the total is unknown (a JSONL file holds many
-    documents), so the file count stands in for it and the bar stops short of full."""
-    done = progress.documents_done
-    if progress.documents_total is not None:
-        fraction = 1.0 if progress.documents_total == 0 else min(done / progress.documents_total, 1.0)
-        return fraction, f"{done} documents processed, {progress.chunks_done} chunks added"
-    fraction = min(done / max(expected_files, done + 1), 0.99)
-    return fraction, f"{done} documents processed so far, {progress.chunks_done} chunks added"
+def progress_state(progress: IngestProgress, meter: ProgressMeter) -> tuple[float, str]:
+    """Bar fraction and text: documents of those expected (counted before reading), chunks/s and
+    the time left over the last half minute, and the documents skipped as already ingested.
+    The bar stops short of full until the ingest says it is done."""
+    reading = meter.read(progress)
+    fraction = reading.fraction if progress.documents_total is not None else min(reading.fraction, 0.99)
+    return fraction, reading.describe()
 
 
-def documents_frame(documents: Sequence[DocumentInfo], filter_text: str = "") -> pd.DataFrame:
-    """The documents list, narrowed to those whose id, title or source contains the filter."""
-    needle = filter_text.strip().lower()
+def documents_frame(documents: Sequence[DocumentInfo]) -> pd.DataFrame:
+    """One page of the documents list (filtered by the store, see list_documents)."""
     rows = [
         {"external id": d.external_id, "title": d.title, "chunks": d.chunks, "tokens": d.tokens, "updated": d.updated_at}
         for d in documents
-        if not needle or needle in d.external_id.lower() or needle in d.title.lower() or needle in d.source.lower()
     ]
     return pd.DataFrame(rows, columns=["external id", "title", "chunks", "tokens", "updated"])
+
+
+def page_caption(*, page: int, shown: int, more: bool, total: int, filtered: bool) -> str:
+    """e.g. 'documents 101–200 of 1,234' or, filtered, 'documents 1–7 matching the filter'."""
+    if not shown:
+        return "no documents match the filter" if filtered else "no documents on this page"
+    first = page * PAGE_SIZE + 1
+    span = f"documents {first:,}–{first + shown - 1:,}"
+    if filtered:
+        return f"{span} matching the filter" + (" (more on the next page)" if more else "")
+    return f"{span} of {total:,}"
 
 
 def delete_as(user: CurrentUser, external_id: str) -> None:
@@ -105,13 +116,17 @@ def main() -> None:
     stats_area = st.container()  # filled last, so it shows the corpus after this run's ingest
     _render_upload()
     try:
-        documents = list_documents(COLLECTION, limit=DOCUMENT_LIMIT)
+        filter_text = st.session_state.get(FILTER_KEY, "").strip()
+        page = int(st.session_state.get(PAGE_KEY, 0))
+        # One row past the page tells whether there is a next one, without counting the matches.
+        listed = list_documents(COLLECTION, limit=PAGE_SIZE + 1, offset=page * PAGE_SIZE, contains=filter_text)
+        documents, more = listed[:PAGE_SIZE], len(listed) > PAGE_SIZE
         with stats_area:
-            _render_stats(documents)
+            total = _render_stats()
     except WorkbenchError as exc:
         show_error(exc)
         return
-    _render_documents(documents)
+    _render_documents(documents, page=page, more=more, total=total, filtered=bool(filter_text))
     _render_delete(user, documents)
 
 
@@ -124,9 +139,10 @@ def _render_upload() -> None:
     if st.button("Ingest", key="corpus.ingest", type="primary", disabled=not uploads):
         files = [(f.name, f.getvalue()) for f in uploads or []]
         bar = st.progress(0.0, text="Reading files…")
+        meter = ProgressMeter()
 
         def on_progress(progress: IngestProgress) -> None:
-            fraction, label = progress_state(progress, len(files))
+            fraction, label = progress_state(progress, meter)
             bar.progress(fraction, text=label)
 
         try:
@@ -136,11 +152,14 @@ def _render_upload() -> None:
             show_error(exc)
             return
         bar.progress(1.0, text=summary_line(summary))
+        st.session_state[PAGE_KEY] = 0
         st.session_state[LAST_INGEST_KEY] = summary
         st.session_state[LAST_CALIBRATION_KEY] = _recalibrate(summary)
     summary = st.session_state.get(LAST_INGEST_KEY)
     if summary is not None:
         st.text(f"Last ingest: {summary_line(summary)}")
+        if summary.unchanged:
+            st.caption(f"{summary.unchanged:,} skipped: already ingested with the same content, not embedded again.")
         _render_recalibration(st.session_state.get(LAST_CALIBRATION_KEY))
         st.dataframe(outcomes_frame(summary), hide_index=True)
 
@@ -178,25 +197,41 @@ def _render_recalibration(outcome: Recalibration | str | None) -> None:
         st.text("\n".join(lines[1:]))
 
 
-def _render_stats(documents: list[DocumentInfo]) -> None:
+def _render_stats() -> int:
+    """The collection's figures (stored totals and samples: fast at a million chunks); returns
+    the document count."""
     stats = cached_corpus_stats()
+    about = "~" if stats.estimated else ""
     cols = st.columns(4)
-    cols[0].metric("Documents", f"{stats.documents:,}")
+    cols[0].metric("Documents", f"{about}{stats.documents:,}")
     cols[1].metric("Chunks", f"{stats.chunks:,}")
-    cols[2].metric("Terms", f"{stats.terms:,}")
+    cols[2].metric("Terms", f"{about}{stats.terms:,}")
     cols[3].metric("Avg chunk tokens", f"{stats.avg_chunk_tokens:.1f}")
-    st.plotly_chart(charts.chunks_per_document_figure(documents), key="corpus.chunks_histogram")
+    if stats.estimated:
+        st.caption("~ estimated from the database's statistics (counting takes too long at this size).")
+    sample = sample_documents(COLLECTION, n=HISTOGRAM_SAMPLE, documents=stats.documents)
+    st.plotly_chart(charts.chunks_per_document_figure(sample), key="corpus.chunks_histogram")
+    if stats.documents > len(sample):
+        st.caption(f"Chunks per document over a sample of {len(sample):,} of the {stats.documents:,} documents.")
+    return stats.documents
 
 
-def _render_documents(documents: list[DocumentInfo]) -> None:
+def _filter_changed() -> None:
+    st.session_state[PAGE_KEY] = 0  # a new filter starts at its first match
+
+
+def _turn_page(step: int) -> None:
+    st.session_state[PAGE_KEY] = max(0, int(st.session_state.get(PAGE_KEY, 0)) + step)
+
+
+def _render_documents(documents: Sequence[DocumentInfo], *, page: int, more: bool, total: int, filtered: bool) -> None:
     st.subheader("Documents")
-    filter_text = st.text_input("Filter", key="corpus.filter", placeholder="part of an id, title or file name")
-    frame = documents_frame(documents, filter_text)
-    st.dataframe(frame, hide_index=True)
-    shown = f"{len(frame):,} of {len(documents):,} documents"
-    if len(documents) >= DOCUMENT_LIMIT:
-        shown += f" (the list stops at the first {DOCUMENT_LIMIT:,})"
-    st.caption(shown)
+    st.text_input("Filter", key=FILTER_KEY, placeholder="part of an id or title", on_change=_filter_changed)
+    st.dataframe(documents_frame(documents), hide_index=True)
+    left, middle, right = st.columns([1, 4, 1])
+    left.button("Previous", key="corpus.previous", disabled=page == 0, on_click=_turn_page, args=(-1,))
+    middle.caption(page_caption(page=page, shown=len(documents), more=more, total=total, filtered=filtered))
+    right.button("Next", key="corpus.next", disabled=not more, on_click=_turn_page, args=(1,))
 
 
 def _delete_clicked() -> None:
@@ -214,7 +249,7 @@ def _delete_clicked() -> None:
     st.session_state[DELETE_RESULT_KEY] = ("success", "Deleted this document:", str(target))
 
 
-def _render_delete(user: CurrentUser, documents: list[DocumentInfo]) -> None:
+def _render_delete(user: CurrentUser, documents: Sequence[DocumentInfo]) -> None:
     st.subheader("Delete a document")
     result = st.session_state.pop(DELETE_RESULT_KEY, None)
     if result is not None:
@@ -225,7 +260,8 @@ def _render_delete(user: CurrentUser, documents: list[DocumentInfo]) -> None:
     if not documents:
         st.caption("No documents to delete.")
         return
-    st.selectbox("Document", [d.external_id for d in documents], key=DELETE_TARGET_KEY, disabled=not user.is_admin)
+    st.selectbox("Document (on this page of the list)", [d.external_id for d in documents], key=DELETE_TARGET_KEY,
+                 disabled=not user.is_admin)
     st.checkbox("I understand the document, its chunks and its index entries are removed for good",
                 key=DELETE_CONFIRM_KEY, disabled=not user.is_admin)
     st.button("Delete document", key="corpus.delete", on_click=_delete_clicked, disabled=not user.is_admin)

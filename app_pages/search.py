@@ -25,10 +25,11 @@ def main() -> None:
     stats = corpus_stats_or_error()
     if stats is None:
         return
+    about = "~" if stats.estimated else ""  # estimated past EXACT_COUNT_CHUNKS (services/corpus/stats.py)
     cols = st.columns(3)
-    cols[0].metric("Documents", f"{stats.documents:,}")
+    cols[0].metric("Documents", f"{about}{stats.documents:,}")
     cols[1].metric("Chunks", f"{stats.chunks:,}")
-    cols[2].metric("Terms", f"{stats.terms:,}")
+    cols[2].metric("Terms", f"{about}{stats.terms:,}")
     with st.form("search.form"):
         query = st.text_input("Question", key="search.query")
         mode = st.radio("Mode", RETRIEVAL_MODES, index=2, horizontal=True, key="search.mode")

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from services.auth import CurrentUser
 from services.corpus.ingest import ingest_paths
+from services.corpus.progress import ProgressMeter
 from services.corpus.stats import corpus_stats, list_documents
 from services.errors import PermissionDeniedError
 from tests.pages._support import frame_by_first_column, open_page
@@ -73,7 +74,9 @@ def test_upload_helper_reports_every_good_and_bad_file(clean_db, corpus_page, se
         assert rows[skipped]["status"] == "skipped" and rows[skipped]["document"] == ""
     assert corpus_page.summary_line(summary) == "3 ingested, 0 replaced, 0 unchanged, 5 skipped; 3 chunks added"
     assert seen and seen[-1].documents_total == 3 and seen[-1].chunks_done == 3
-    assert corpus_page.progress_state(seen[-1], len(files)) == (1.0, "3 documents processed, 3 chunks added")
+    assert seen[-1].documents_expected == 8  # 6 files and a JSONL file of two lines, counted before reading
+    fraction, text = corpus_page.progress_state(seen[-1], ProgressMeter())
+    assert fraction == 1.0 and text.startswith("3 of ~3 documents · 3 chunks embedded · … chunks/s · ETA 0s")
     assert {d.external_id: d.chunks for d in list_documents()} == {"good.md": 1, "notes.txt": 1, "j1": 1}
     assert corpus_page.cached_corpus_stats().documents == 3  # the stale cached count was cleared
 
@@ -86,10 +89,22 @@ def test_upload_helper_reports_every_good_and_bad_file(clean_db, corpus_page, se
 def test_progress_before_the_total_is_known_never_shows_done(corpus_page):  # type: ignore[no-untyped-def]
     from services.corpus.ingest import IngestProgress
 
-    fraction, text = corpus_page.progress_state(IngestProgress(32, None, 90, "big.jsonl"), expected_files=1)
-    assert 0 < fraction < 1 and text == "32 documents processed so far, 90 chunks added"
-    assert corpus_page.progress_state(IngestProgress(1, None, 2, "a.md"), expected_files=4)[0] == 0.25
-    assert corpus_page.progress_state(IngestProgress(0, 0, 0, ""), expected_files=1)[0] == 1.0
+    clock = iter([0.0, 2.0])
+    meter = ProgressMeter(clock=lambda: next(clock))
+    corpus_page.progress_state(IngestProgress(0, None, 0, "", 0, 32, 0), meter)
+    fraction, text = corpus_page.progress_state(IngestProgress(40, None, 90, "big.jsonl", 100, 32, 8), meter)
+    assert fraction == 0.99  # more documents than expected, and not done yet
+    assert text == ("40 of ~32 documents · 100 chunks embedded · 50.0 chunks/s · ETA 0s · "
+                    "8 skipped (already ingested)")
+    assert corpus_page.progress_state(IngestProgress(0, 0, 0, ""), ProgressMeter())[0] == 0.0
+
+
+def test_page_caption_counts_the_page_not_the_matches(corpus_page):  # type: ignore[no-untyped-def]
+    assert corpus_page.page_caption(page=0, shown=100, more=True, total=1234, filtered=False) == "documents 1–100 of 1,234"
+    assert corpus_page.page_caption(page=2, shown=7, more=False, total=207, filtered=False) == "documents 201–207 of 207"
+    assert corpus_page.page_caption(page=0, shown=100, more=True, total=9, filtered=True) == (
+        "documents 1–100 matching the filter (more on the next page)")
+    assert corpus_page.page_caption(page=0, shown=0, more=False, total=9, filtered=True) == "no documents match the filter"
 
 
 def test_uploading_through_the_page_shows_outcomes_stats_and_the_document(clean_db):  # type: ignore[no-untyped-def]
@@ -126,9 +141,10 @@ def test_documents_list_shows_chunk_counts_and_filters(two_documents):  # type: 
     assert sorted(frame["external id"]) == two_documents
     assert {r["external id"]: (r["chunks"], r["tokens"]) for r in frame.to_dict("records")} == expected
     assert all(chunks >= 1 for chunks, _ in expected.values())
-    at.text_input(key="corpus.filter").input("GREASE").run()
+    assert "documents 1–2 of 2" in [c.value for c in at.caption]
+    at.text_input(key="corpus.filter").input("GREASE").run()  # filtered by the store: id or title, any case
     assert frame_by_first_column(at, "external id")["external id"].tolist() == ["grease.md"]
-    assert "1 of 2 documents" in [c.value for c in at.caption]
+    assert "documents 1–1 matching the filter" in [c.value for c in at.caption]
 
 
 def test_admin_deletes_a_document_after_confirming(two_documents):  # type: ignore[no-untyped-def]
@@ -186,3 +202,30 @@ def test_admin_signed_in_with_oidc_may_delete(two_documents):  # type: ignore[no
     at.checkbox(key="corpus.delete_confirm").check()
     at.button(key="corpus.delete").click().run()
     assert not at.error and [d.external_id for d in list_documents()] == ["alarm.md"]
+
+
+def test_the_documents_list_pages_through_the_store(clean_db, tmp_path: Path):  # type: ignore[no-untyped-def]
+    lines = [json.dumps({"_id": f"doc{i:03d}", "title": f"Valve {i}", "text": f"Valve {i} is checked weekly."})
+             for i in range(105)]
+    (tmp_path / "valves.jsonl").write_text("\n".join(lines) + "\n")
+    assert ingest_paths([tmp_path]).ingested == 105
+    at = _open_page(AppTest.from_file(APP, default_timeout=180))
+    ids = lambda: frame_by_first_column(at, "external id")["external id"].tolist()  # noqa: E731
+    assert len(ids()) == 100 and ids()[0] == "doc000" and at.button(key="corpus.previous").disabled
+    assert "documents 1–100 of 105" in [c.value for c in at.caption]
+    at.button(key="corpus.next").click().run()
+    assert ids() == [f"doc{i}" for i in range(100, 105)] and at.button(key="corpus.next").disabled
+    assert "documents 101–105 of 105" in [c.value for c in at.caption]
+    assert list(at.selectbox(key="corpus.delete_target").options) == ids()  # this page's documents
+    at.text_input(key="corpus.filter").input("doc01").run()  # a new filter starts at its first page
+    assert ids() == [f"doc01{i}" for i in range(10)] and at.button(key="corpus.previous").disabled
+
+
+def test_a_re_uploaded_file_shows_as_skipped(clean_db):  # type: ignore[no-untyped-def]
+    at = _open_page(AppTest.from_file(APP, default_timeout=180))
+    files = [("alarm.md", b"# SRVO-062 Encoder backup lost\nReplace the battery pack.", "text/markdown")]
+    for _ in range(2):
+        at.file_uploader(key="corpus.uploads").set_value(files)
+        at.run()
+        at.button(key="corpus.ingest").click().run()
+    assert "1 skipped: already ingested with the same content, not embedded again." in [c.value for c in at.caption]
