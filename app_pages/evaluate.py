@@ -15,6 +15,7 @@ from app_pages.common import cached_corpus_stats, ensure_store, require_sign_in,
 from services.answering.presets import PRESETS
 from services.charts import evaluation as charts
 from services.corpus.ingest import IngestProgress, IngestSummary
+from services.corpus.progress import ProgressMeter
 from services.demo.answer_key import DEMO_BEIR_FILES
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
@@ -196,11 +197,12 @@ def _render_run_form() -> None:
                 files = files_from_uploads(Path(directory), data)
             expected = count_documents(files.corpus) if files.corpus else 0
 
+            meter = ProgressMeter()
+
             def on_ingest(progress: IngestProgress) -> None:
                 done = progress.documents_done
                 fraction = 1.0 if progress.documents_total is not None else min(done / max(expected, 1), 0.99)
-                ingest_bar.progress(fraction, text=f"corpus: {done} of about {expected} documents processed, "
-                                                   f"{progress.chunks_done} chunks added")
+                ingest_bar.progress(fraction, text=f"corpus: {meter.read(progress).describe()}")
 
             def on_progress(done: int, total: int) -> None:
                 eval_bar.progress(done / total, text=f"evaluated {done} of {total} query × mode searches")

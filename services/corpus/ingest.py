@@ -100,7 +100,8 @@ def ingest_uploads(
     """Ingest in-memory files (name, bytes), e.g. from an upload widget."""
     settings = settings or get_settings()
     parsed = (parse_file(name, data, max_bytes=settings.max_upload_bytes) for name, data in files)
-    return _ingest_parsed(parsed, collection, on_progress, settings, expected_upload_documents(files))
+    expected = None if on_progress is None else expected_upload_documents(files)
+    return _ingest_parsed(parsed, collection, on_progress, settings, expected)
 
 
 def ingest_documents(
