@@ -44,7 +44,7 @@ def ingest(
         # text is the meter's (chunks/s and ETA over the last half minute), not tqdm's own
         # average: a resumed ingest skips its first documents far faster than it embeds the rest.
         with tqdm(desc="ingesting", disable=as_json, file=sys.stderr,
-                  bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed} · {postfix}") as bar:
+                  bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}{postfix}") as bar:
             summary = ingest_paths(paths, collection=collection, on_progress=progress, follow_links=follow_links)
     except WorkbenchError as exc:
         fail(exc)
