@@ -65,7 +65,7 @@ def render_load_button(key: str) -> None:
     """"Load demo runs": the demo questions through the pipeline with every preset, a bar meanwhile."""
     if not st.button("Load demo runs", type="primary", icon=":material/play_arrow:", key=f"{key}.load_demo",
                      help="Answers the handbook's 25 demo questions with the minimal, balanced and research presets "
-                          "(75 runs, under a minute here) and stores the answer key's verdicts on the minimal and "
+                          "(75 runs, about a minute here) and stores the answer key's verdicts on the minimal and "
                           "research runs. Remove them all again from the Start here page."):
         return
     bar = st.progress(0.0, text="Starting the store and loading the embedding model…")
