@@ -5,7 +5,7 @@ RUN pip install --no-cache-dir torch==2.13.0
 COPY pyproject.toml README.md ./
 COPY services services
 COPY db db
-COPY pages pages
+COPY app_pages app_pages
 COPY app.py ./
 COPY .streamlit .streamlit
 RUN pip install --no-cache-dir .
