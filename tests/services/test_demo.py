@@ -5,6 +5,7 @@ leaves no run or verdict behind (the handbook's documents stay)."""
 from __future__ import annotations
 
 import pytest
+import torch
 from sqlalchemy import text
 
 from services.answering import pipeline
@@ -63,7 +64,16 @@ def _demo_reviewers() -> set[str]:
 def test_demo_runs_come_from_the_pipeline_and_only_keyed_presets_get_answer_key_verdicts(clean_db) -> None:
     questions = [q for q in answer_key() if q.query_id in ("q01", "q21")]
     seen: list[DemoProgress] = []
-    summary = load_demo(presets=("minimal", "balanced"), questions=questions, on_progress=seen.append)
+    torch_threads: set[int] = set()
+    threads_before = torch.get_num_threads()
+
+    def on_progress(progress: DemoProgress) -> None:
+        seen.append(progress)
+        torch_threads.add(torch.get_num_threads())
+
+    summary = load_demo(presets=("minimal", "balanced"), questions=questions, on_progress=on_progress)
+    # torch on one thread while the demo loads (services/demo/_cores.py), as it was afterwards
+    assert torch_threads == {1} and torch.get_num_threads() == threads_before
     assert summary.corpus is not None and summary.corpus.ingested == 46  # a fresh store gets the handbook
     assert summary.runs == 4 and summary.by_preset == {"minimal": 2, "balanced": 2}
     # the bar moves through the store's start, the handbook's 46 documents, then every run
