@@ -27,3 +27,30 @@ def test_demo_remove_reports_what_it_deleted_as_json(clean_db):  # type: ignore[
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"removed_runs": 2, "removed_reviews": 1}  # one answer-key verdict
     assert demo_status().store_empty
+
+
+def test_the_progress_shows_a_bar_per_phase_and_finishes_each(capsys):  # type: ignore[no-untyped-def]
+    from services.cli.demo import _ProgressBars
+    from services.demo import DemoProgress
+
+    bars = _ProgressBars(disable=False)
+    events = [DemoProgress("start", 0, 1, "the store and the embedding model"),
+              DemoProgress("start", 1, 1, "the store and the embedding model"),
+              *(DemoProgress("handbook", n, 46, f"doc{n}.md") for n in (0, 20, 46, 46)),  # the last one repeats
+              *(DemoProgress("runs", n, 75, f"minimal: q{n:02d}") for n in range(1, 76))]
+    for event in events:
+        bars(event)
+    err = capsys.readouterr().err
+    assert "starting the store and the embedding model: 100%" in err
+    assert "loading the demo handbook: 100%" in err and "46/46" in err
+    assert "answering demo questions: 100%" in err and "75/75" in err and "minimal: q75" in err
+    assert bars.bar is None  # every bar closed
+
+
+def test_json_output_draws_no_bar(capsys):  # type: ignore[no-untyped-def]
+    from services.cli.demo import _ProgressBars
+    from services.demo import DemoProgress
+
+    bars = _ProgressBars(disable=True)
+    bars(DemoProgress("runs", 1, 2, "minimal: q01"))
+    assert capsys.readouterr().err == ""

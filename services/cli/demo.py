@@ -19,7 +19,7 @@ _PHASE_BARS = {"start": ("starting the store and the embedding model", "step"),
 
 
 class _ProgressBars:
-    """A tqdm bar per phase of the load on stderr: the handbook's documents, then the runs."""
+    """A tqdm bar per phase of the load on stderr: the store's start, the handbook's documents, the runs."""
 
     def __init__(self, *, disable: bool) -> None:
         self.disable = disable
