@@ -274,5 +274,6 @@ def test_removing_the_demo_leaves_a_store_without_runs_or_verdicts(server, brows
         assert empty in _text(tab)
     tab.goto(f"{server}/corpus")
     _settle(tab, "Corpus")
-    assert re.search(r"Documents\s+46", _text(tab))  # the handbook stays: it is the corpus, not the demo
+    text = _text(tab)
+    assert re.search(r"Documents\s+46", text), text  # the handbook stays: it is the corpus, not the demo
     tab.context.close()
