@@ -179,6 +179,10 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         with phase("EXPLAIN (ANALYZE, BUFFERS) of the median hybrid query", timings):
             _explain(settings, queries[timed], query_vectors[timed], latencies["hybrid"])
 
+    postings = _query_postings(settings, queries[timed])
+    bm25_per_posting = [ms / n * 1e5 for ms, n in zip(latencies["bm25"], postings, strict=True) if n]
+    log(f"  postings of a query's terms: median {median(postings):,.0f}; BM25 leg "
+        f"{median(bm25_per_posting):.2f} ms per 100k of them (flat across sizes: nothing grows faster)")
     with phase("rank-bm25 reference (build + time)", timings):
         reference = _compare_rank_bm25(settings, texts, chunk_ids, queries[timed], results["bm25"])
     with phase("confidence scoring", timings):
@@ -201,6 +205,8 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "dense_p50_ms": rounded(median(latencies["dense"]), 2),
         "dense_p95_ms": rounded(percentile(latencies["dense"], 95), 2),
         "rank_bm25_p50_ms": rounded(reference["rank_bm25_p50_ms"], 1),
+        "query_postings_p50": median(postings),
+        "bm25_ms_per_100k_query_postings_p50": rounded(median(bm25_per_posting), 2),
         "build_s": build_s,
         "postings_size": store["postings_size"],
         "hnsw_size": store["hnsw_size"],
@@ -316,6 +322,25 @@ def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  #
     if server_before is not None and server_after is not None:
         cpu_ms = (client + server_after - server_before) * 1000 / len(queries)
     return latencies, results, cpu_ms
+
+
+def _query_postings(settings, queries: list[str]) -> list[int]:  # type: ignore[no-untyped-def]
+    """Per query, the postings of its terms in the bench collection (the sum of their df): what
+    an exhaustive BM25 leg would read, the yardstick its time should grow with, not faster."""
+    from sqlalchemy import text
+
+    from services.retrieval.text import tokenize
+    from services.store import transaction
+
+    with transaction(settings) as session:
+        return [int(session.execute(text(_QUERY_POSTINGS), {"name": COLLECTION, "terms": tokenize(query)}).scalar_one())
+                for query in queries]
+
+
+_QUERY_POSTINGS = """
+SELECT coalesce(sum(t.df), 0) FROM unnest(CAST(:terms AS text[])) AS u(term)
+JOIN bm25_terms t ON t.term = u.term JOIN collections c ON c.id = t.collection_id AND c.name = :name
+"""
 
 
 def _store_facts(settings) -> dict[str, Any]:  # type: ignore[no-untyped-def]
