@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import psycopg
 from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from db.models import Collection, Document
@@ -131,13 +133,18 @@ def insert_documents(session: Session, collection_id: int, preps: list[PreparedD
     chunk_ids = list(session.scalars(text(_CHUNK_IDS), {"n": n_chunks}))
     raw = session.connection().connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cursor, cursor.copy(_COPY_CHUNKS) as copy:
-        copy.set_types(["int8", "int4", "int4", "int4", "text", "int4", "vector"])
-        rows = ((document_id, collection_id, ordinal, chunk, tokens, vector)
-                for document_id, prep in zip(document_ids, preps, strict=True)
-                for ordinal, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings)))
-        for chunk_id, row in zip(chunk_ids, rows, strict=True):
-            copy.write_row((chunk_id, *row))
+    rows = ((document_id, collection_id, ordinal, chunk, tokens, vector)
+            for document_id, prep in zip(document_ids, preps, strict=True)
+            for ordinal, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings)))
+    try:
+        with raw.cursor() as cursor, cursor.copy(_COPY_CHUNKS) as copy:
+            copy.set_types(["int8", "int4", "int4", "int4", "text", "int4", "vector"])
+            for chunk_id, row in zip(chunk_ids, rows, strict=True):
+                copy.write_row((chunk_id, *row))
+    except psycopg.Error as exc:
+        # Wrapped as SQLAlchemy wraps the errors of the statements it runs, so the store's
+        # transaction turns a lost server or an aborted statement into the same message.
+        raise DBAPIError.instance(_COPY_CHUNKS, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
     texts = [indexed_text(prep.source.title, chunk) for prep in preps for chunk in prep.chunks]
     index_chunks(session, collection_id, chunk_ids, texts)
 
