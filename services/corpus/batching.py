@@ -22,6 +22,10 @@ ENCODE_CHUNKS = 128
 # The encoder waits for the first group to be chunked, and the last group's writes wait for its
 # encode: the first group is yielded after one write batch, so the encoder starts sooner.
 FIRST_GROUP_CHUNKS = 1
+# A group is also let go at this many write batches, new chunks or not: a resumed ingest skips
+# its already-ingested documents group by group (the skipped count moves, memory stays small)
+# instead of holding every one of them until 128 new chunks turn up.
+MAX_GROUP_BATCHES = 8
 
 
 @dataclass
@@ -57,7 +61,7 @@ def chunked_groups(parsed_files: Iterable[ParsedFile], collection: str, settings
                 batch.new.append((doc, digest, chunks))
                 pending += len(chunks)
         group.append(batch)
-        if pending >= wanted:
+        if pending >= wanted or len(group) >= MAX_GROUP_BATCHES:
             yield group
             group, pending, wanted = [], 0, ENCODE_CHUNKS
     if group:

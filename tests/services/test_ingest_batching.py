@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import services.corpus.batching as batching_module
 from services.corpus.batching import BATCH_DOCUMENTS
-from services.corpus.extract import SourceDocument
+from services.corpus.extract import ParsedFile, SourceDocument
 from services.corpus.ingest import ingest_documents
 from services.corpus.stats import corpus_stats
 from services.retrieval import embedding
@@ -55,3 +55,15 @@ def test_groups_split_at_the_encode_size_and_skip_unchanged_content(clean_db, mo
     calls.clear()
     again = ingest_documents(_docs(BATCH_DOCUMENTS + 3))
     assert calls == [] and again.unchanged == BATCH_DOCUMENTS + 3, "unchanged content is not embedded again"
+
+
+
+def test_a_resumed_ingest_lets_its_skipped_batches_go_group_by_group(clean_db, settings):  # type: ignore[no-untyped-def]
+    """Already-ingested documents are not held back until new chunks turn up: a group of
+    MAX_GROUP_BATCHES write batches goes (and its skips are counted) with nothing to encode."""
+    n = 3 * batching_module.MAX_GROUP_BATCHES * BATCH_DOCUMENTS
+    ingest_documents(_docs(n))
+    groups = list(batching_module.chunked_groups([ParsedFile(tuple(_docs(n)), ())], "default", settings))
+    assert [len(g) for g in groups] == [batching_module.MAX_GROUP_BATCHES] * 3
+    assert all(not batch.new for group in groups for batch in group)
+    assert ingest_documents(_docs(n)).unchanged == n
