@@ -286,7 +286,8 @@ def derive_chunks(paragraphs: list[dict[str, Any]], n: int, *, seed: int) -> lis
 
 
 def standin_vectors(
-    chunk_texts: list[str], query_texts: list[str], *, dim: int, seed: int, fit_on: int = 100_000
+    chunk_texts: list[str], query_texts: list[str], *, dim: int, seed: int, fit_on: int = 100_000,
+    project_chunks: bool = True,
 ) -> tuple[Any, Any]:
     """Unit-length `dim`-d vectors from TF-IDF + truncated SVD (LSA), fitted on the chunks.
 
@@ -294,7 +295,8 @@ def standin_vectors(
     same dimension and norm, text-derived neighbourhoods, so the HNSW index and the SQL do
     the same work. The model is fitted on a seeded sample of at most `fit_on` chunks (the
     vocabulary and topics of a million recombined chunks are those of any 100k of them) and
-    applied to all of them in blocks, so memory stays that of one block. Queries whose
+    applied to all of them in blocks, so memory stays that of one block (or to none of them
+    when only the queries' vectors are wanted: the chunk vectors are None). Queries whose
     words are all unseen get a zero vector.
     """
     import random
@@ -313,6 +315,8 @@ def standin_vectors(
     def project(texts: list[str]) -> Any:
         return normalize(svd.transform(vectorizer.transform(texts))).astype(np.float32)
 
+    if not project_chunks:
+        return None, project(query_texts)
     chunk_vectors = np.empty((len(chunk_texts), dim), dtype=np.float32)
     for start in range(0, len(chunk_texts), fit_on):
         chunk_vectors[start:start + fit_on] = project(chunk_texts[start:start + fit_on])

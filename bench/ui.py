@@ -35,7 +35,7 @@ SEED = 20240611
 RESCORE_TARGET_MS = 20.0
 RESCORE_CALLS = 50
 RERUNS = 5
-TUNING_PAGE = "pages/tuning.py"
+TUNING_PAGE = "app_pages/tuning.py"
 
 
 def main(argv: list[str] | None = None) -> int:
