@@ -13,8 +13,9 @@ ingest ratio uses the real model on real paragraphs. Past 100k chunks rank-bm25 
 100k sample of the chunks with the whole collection's statistics (N, df, mean length), the
 reference our scores must equal. By default the store is a fresh
 embedded server in a new /tmp dir, deleted at the end (--keep keeps it); with
-DATABASE_URL set the bench writes its own collections there, drops and rebuilds the
-shared HNSW index, and deletes its collections at the end unless --keep.
+DATABASE_URL set the bench writes its own collections there (their own partitions: the
+load builds only the bench collection's HNSW graph, no other collection's index is touched)
+and deletes them at the end unless --keep.
 """
 
 from __future__ import annotations
