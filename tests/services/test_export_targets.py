@@ -36,10 +36,16 @@ def test_export_to_a_fifo_writes_into_it_and_leaves_it_a_fifo(tmp_path: Path) ->
         write_export(RECORDS, "jsonl", fifo)
         assert stat.S_ISFIFO(fifo.lstat().st_mode), "the FIFO was replaced by a regular file"
     finally:
+        reader.join(5)
         if reader.is_alive():
-            with open(tmp_path / "same-pipe", "wb"):
-                pass
-        reader.join(10)
+            # Still blocked opening the FIFO: the export went elsewhere. A non-blocking open for
+            # writing lets it through; a blocking one would wait for good should the reader
+            # instead have been finishing (is_alive is true until its thread exits).
+            try:
+                os.close(os.open(tmp_path / "same-pipe", os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # no reader waiting after all
+            reader.join(10)
     assert received == [b'{"run_id": 1, "question": "q"}\n']
 
 
