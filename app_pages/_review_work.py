@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from app_pages.common import as_plain, current_user, show_error
+from app_pages.common import as_plain, current_user, show_error, show_question_and_answer
 from services.answering.runs import RunStatus, load_run
 from services.auth import require_reviewer
 from services.errors import ConflictError, WorkbenchError
@@ -107,10 +107,7 @@ def _render_item(item: QueueItem, *, calibrated: bool) -> None:
         probability = f" · P(approved) {item.calibrated:.2f}" if calibrated else ""
         st.markdown(f"**Run {item.run_id}** · {item.level} · confidence {item.confidence:.2f}{probability} "
                     f"· {item.preset} preset")
-        st.markdown("**Question**")
-        st.text(item.query)
-        st.markdown("**Answer**")
-        st.text(item.answer or "(no answer was produced)")
+        show_question_and_answer(item.query, item.answer)
         try:
             run = load_run(item.run_id)
         except WorkbenchError as exc:

@@ -11,7 +11,15 @@ import streamlit as st
 
 from app_pages import _demo as demo
 from app_pages._review_work import render_work_queue
-from app_pages.common import as_plain, empty_state, ensure_store, render_quote_in_chunk, require_sign_in, show_error
+from app_pages.common import (
+    as_plain,
+    empty_state,
+    ensure_store,
+    render_quote_in_chunk,
+    require_sign_in,
+    show_error,
+    show_question_and_answer,
+)
 from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
 from services.answering.runs import STATUSES, Iteration, Run, load_run, retrieval_breakdown
@@ -262,10 +270,7 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     st.subheader(f"Run {run_id}")
     st.caption(f"Status {run.status} · {run.final_level} · confidence {run.final_confidence:.2f} · "
                f"you are reviewing version {st.session_state[VERSION_KEY]}")
-    st.markdown("**Question**")
-    st.text(run.query)
-    st.markdown("**Answer**")
-    st.text(run.final_answer or "(no answer was produced)")
+    show_question_and_answer(run.query, run.final_answer)
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
     _render_origin(run)
