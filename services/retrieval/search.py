@@ -162,22 +162,29 @@ def _opt_float(value: object) -> float | None:
 # Float constants are float8: numeric arithmetic measured 6x slower.
 #
 # The exact top `depth` by MaxScore (Turtle & Flood, 1995), as Lucene does it. Summing every
-# posting of every query term is what costs (a hash aggregate over all of them); instead:
+# posting of every query term is what costs; instead:
 # 1. each term's upper bound `ub` comes from its largest tf and shortest chunk (bm25_terms);
 # 2. theta, a lower bound of the depth-th best score: the depth-th best full score among
 #    the 2 * depth chunks the strongest term scores highest (any depth chunks do);
 # 3. the weakest terms whose bounds sum below theta are optional: a chunk holding only them
-#    cannot reach the top, so only the other terms' postings are summed (`partial`);
-# 4. a chunk whose partial score plus every optional bound stays below the bar (theta, or
-#    the depth-th best partial score if higher) cannot reach the top either; the rest get
-#    their optional terms added by index lookups.
+#    cannot reach the top, so only the other terms' postings are summed (`candidates`),
+#    keeping the chunks whose partial score plus every optional bound reaches theta;
+# 4. `survivors` raise that bar to the depth-th best partial score where it is higher;
+# 5. the survivors get their optional terms added by index lookups, strongest term first,
+#    and after each of the first two the bar is raised again and the chunks that can no
+#    longer reach it are dropped before the next term's lookups.
 # Scores are the same sums as the plain formula (tests hold them to rank-bm25 within 1e-9);
 # the 1e-9 slack keeps a chunk tied with the depth-th score from being pruned by rounding.
-# Survivors and their completions are added up by grouping, not by a join: the planner
-# cannot estimate either CTE and joined them in a nested loop, survivors x completions, which
-# at a million chunks (13k survivors) took 13 s of a query's 13.5 (bench/retrieval.py).
-# OFFSET 0 keeps the planner from trading the (term_id, chunk_id) key lookups for a scan of
-# the chunk_id index: it underestimates the CTEs' row counts.
+#
+# What a million chunks taught (bench/retrieval.py):
+# - Each term to sum is its own index scan in chunk id order, merged (Merge Append) and added
+#   up by a streaming group: a hash aggregate over the same postings measured twice as slow.
+#   SCANNED_TERMS scans cover most queries' terms; a query with more sums the rest in one
+#   extra sorted scan.
+# - Parts are added up by grouping, not by joining: the planner cannot estimate the CTEs and
+#   joined survivors to completions in a nested loop over every pair (13 s of a 13.5 s query).
+# - OFFSET 0 keeps the planner from trading the (term_id, chunk_id) key lookups for a scan of
+#   the chunk_id index: it underestimates the CTEs' row counts.
 # The statement fragments below are public: scoring given chunks or texts (services/intake)
 # reuses them so that a chunk gets the same numbers however it is reached.
 BM25_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl)"
@@ -188,6 +195,56 @@ BM25_IMPACT = "qt.weight * p.tf / (p.tf + stats.len_base + stats.len_slope * p.d
 # value prunes at run time, after every partition was planned).
 CID = "CAST(:cid AS integer)"
 COLLECTION_CTE = f"coll AS (SELECT {CID} AS id)"
+
+SCANNED_TERMS = 8
+_NO_SCORE = "0.0::float8"
+_SLACK = "1e-9::float8"
+
+
+def _scanned_terms() -> str:
+    """The postings of the terms to sum, in chunk id order: one index scan per term for the
+    SCANNED_TERMS strongest, merged, then the rest sorted. A term's id is a scalar subquery so
+    that the planner knows its scan comes in chunk id order (the merge needs that)."""
+    scans = []
+    for rank in range(1, SCANNED_TERMS + 1):
+        weight, term = (f"(SELECT {column} FROM split WHERE scan_rank = {rank})" for column in ("weight", "term_id"))
+        scans.append(f"""SELECT * FROM (
+            SELECT p.chunk_id,
+                   {weight} * p.tf / (p.tf + (SELECT len_base FROM stats) + (SELECT len_slope FROM stats) * p.dl) AS score
+            FROM bm25_postings p WHERE p.term_id = {term} AND p.collection_id = {CID} ORDER BY p.chunk_id) scan_{rank}""")
+    scans.append(f"""SELECT * FROM (
+            SELECT p.chunk_id, {BM25_IMPACT} AS score
+            FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
+            WHERE qt.scan_rank > {SCANNED_TERMS} ORDER BY p.chunk_id) scan_rest""")
+    return "\n        UNION ALL\n        ".join(scans)
+
+
+def _completion(name: str, previous: str, terms: str, bounds_left: str) -> str:
+    """`previous` chunks with the optional `terms` added by key lookups, then those that can
+    still reach the bar once the optional bounds not yet added (`bounds_left`) are counted."""
+    return f"""), {name}_sums AS MATERIALIZED (
+    SELECT chunk_id, sum(score) AS score FROM (
+        SELECT chunk_id, score FROM {previous}
+        UNION ALL
+        SELECT p.chunk_id, {BM25_IMPACT}
+        FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
+            WHERE p.term_id = qt.term_id AND p.collection_id = {CID}
+              AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM {previous}))
+            OFFSET 0) p
+        WHERE {terms}) parts
+    GROUP BY chunk_id
+), {name} AS MATERIALIZED (
+    SELECT chunk_id, score FROM {name}_sums
+    WHERE score >= greatest(
+              (SELECT t FROM theta),
+              coalesce((SELECT score FROM {name}_sums ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
+          - {bounds_left}"""
+
+
+def _bounds_after(rank: int) -> str:
+    return f"(SELECT coalesce(sum(ub), {_NO_SCORE}) FROM split WHERE lookup_rank > {rank})"
+
 
 BM25_CTES = f"""
 stats AS (
@@ -219,35 +276,30 @@ stats AS (
             WHERE p.term_id = qt.term_id AND p.collection_id = {CID} AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot))
             OFFSET 0) p
         GROUP BY p.chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
-    ), 0.0::float8) - 1e-9::float8 AS t
+    ), {_NO_SCORE}) - {_SLACK} AS t
 ), split AS MATERIALIZED (
-    SELECT qt.*, sum(qt.ub) OVER (ORDER BY qt.ub, qt.term_id) < theta.t AS optional
-    FROM qt CROSS JOIN theta
-), partial AS MATERIALIZED (
-    SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
-    FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
-    WHERE NOT qt.optional
-    GROUP BY p.chunk_id
-), survivors AS MATERIALIZED (
-    SELECT x.chunk_id, x.score FROM partial x
-    WHERE x.score >= greatest(
-              (SELECT t FROM theta),
-              coalesce((SELECT score FROM partial ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), 0.0::float8) - 1e-9::float8)
-          - (SELECT coalesce(sum(ub), 0.0::float8) FROM split WHERE optional)
-), completion AS (
-    SELECT p.chunk_id, sum({BM25_IMPACT}) AS score
-    FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
-        SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
-        WHERE p.term_id = qt.term_id AND p.collection_id = {CID} AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM survivors))
-        OFFSET 0) p
-    WHERE qt.optional
-    GROUP BY p.chunk_id
-), bm25 AS (
-    SELECT chunk_id, sum(score) AS score
-    FROM (SELECT chunk_id, score FROM survivors UNION ALL SELECT chunk_id, score FROM completion) parts
+    -- scan_rank numbers the terms to sum, lookup_rank the optional ones, strongest first
+    SELECT s.*,
+           CASE WHEN NOT s.optional THEN row_number() OVER (PARTITION BY s.optional ORDER BY s.ub DESC, s.term_id) END AS scan_rank,
+           CASE WHEN s.optional THEN row_number() OVER (PARTITION BY s.optional ORDER BY s.ub DESC, s.term_id) END AS lookup_rank
+    FROM (SELECT qt.*, sum(qt.ub) OVER (ORDER BY qt.ub, qt.term_id) < theta.t AS optional FROM qt CROSS JOIN theta) s
+), candidates AS MATERIALIZED (
+    SELECT chunk_id, sum(score) AS score FROM (
+        {_scanned_terms()}
+        ORDER BY chunk_id) scans
     GROUP BY chunk_id
-    ORDER BY score DESC, chunk_id
-    LIMIT :depth
+    HAVING sum(score) >= (SELECT t FROM theta) - {_bounds_after(0)}
+), survivors AS MATERIALIZED (
+    SELECT chunk_id, score FROM candidates
+    WHERE score >= greatest(
+              (SELECT t FROM theta),
+              coalesce((SELECT score FROM candidates ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
+          - {_bounds_after(0)}
+{_completion("completed_1", "survivors", "qt.lookup_rank = 1", _bounds_after(1))}
+{_completion("completed_2", "completed_1", "qt.lookup_rank = 2", _bounds_after(2))}
+{_completion("completed", "completed_2", "qt.lookup_rank > 2", _NO_SCORE)}
+), bm25 AS (
+    SELECT chunk_id, score FROM completed ORDER BY score DESC, chunk_id LIMIT :depth
 ), bm25_ranked AS (
     SELECT b.chunk_id, b.score, row_number() OVER (ORDER BY b.score DESC, b.chunk_id) AS rnk,
            (SELECT sum(q.idf_weight) FROM q CROSS JOIN LATERAL (
@@ -279,12 +331,16 @@ _QUERY_IDF = "(SELECT sum(idf_weight) FROM q)"
 _NO_QUERY_IDF = "NULL::float8"
 
 # The k best fused rows first, then their text: joining every candidate would fetch text
-# for rows the LIMIT drops.
+# for rows the LIMIT drops. Each row's chunk and document are key lookups (LATERAL, OFFSET 0
+# keeps them so): misjudging the CTEs' sizes, the planner hashed all 125k documents of a
+# million-chunk collection to join 50 rows (30 ms).
 HIT_COLUMNS = f"""
 SELECT f.*, c.document_id, c.text, d.external_id, d.title, legs.bm25_leg, legs.dense_leg, legs.query_idf
 FROM (SELECT * FROM fused ORDER BY fused DESC, chunk_id LIMIT :k) f CROSS JOIN legs
-JOIN chunks c ON c.id = f.chunk_id AND c.collection_id = {CID}
-JOIN documents d ON d.id = c.document_id AND d.collection_id = {CID}
+CROSS JOIN LATERAL (SELECT c.document_id, c.text FROM chunks c
+                    WHERE c.id = f.chunk_id AND c.collection_id = {CID} OFFSET 0) c
+CROSS JOIN LATERAL (SELECT d.external_id, d.title FROM documents d
+                    WHERE d.id = c.document_id AND d.collection_id = {CID} OFFSET 0) d
 ORDER BY f.fused DESC, f.chunk_id
 """
 

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from services.corpus.indexing import indexed_text
 from services.errors import InputError
 from services.retrieval import embedding
-from services.retrieval.search import BM25_CTES, COLLECTION_CTE, default_params, search
+from services.retrieval.search import BM25_CTES, COLLECTION_CTE, SCANNED_TERMS, default_params, search
 from services.retrieval.text import tokenize
 
 DEPTH = 50
@@ -124,6 +124,33 @@ def test_maxscore_pruning_keeps_the_exact_top(reference, squad_queries, squad_co
                 "cid": cid, "terms": tokenize(query), "depth": depth,
                 "k1": settings.bm25_k1, "b": settings.bm25_b}).scalar_one() > 0
     assert pruned >= 10, f"only {pruned} of {len(squad_queries)} queries had an optional term: pruning went untested"
+
+
+# How far a query's terms reach into the statement's paths: the most terms summed, the most looked up.
+_SPLIT_SQL = f"WITH {COLLECTION_CTE}, {BM25_CTES.strip()} SELECT max(scan_rank), max(lookup_rank) FROM split"
+
+
+def test_long_queries_stay_exact_past_the_merged_scans_and_the_lookup_stages(reference, squad_queries, squad_collection, engine, settings):  # type: ignore[no-untyped-def]
+    """More terms to sum than SCANNED_TERMS: the rest are summed in one sorted scan. Three or
+    more optional terms: the third and later are looked up together after two pruning stages.
+    Neither path may change a score or the top."""
+    long_queries = [" ".join(squad_queries[i:i + 4]) for i in range(0, 40, 4)]
+    most_summed = most_looked_up = 0
+    with engine.connect() as conn:
+        cid = conn.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": squad_collection}).scalar_one()
+    for query in long_queries:
+        expected = reference.scores(query)
+        for depth in (3, DEPTH):
+            hits = search(query, _params(squad_collection, mode="bm25", k=depth, depth=depth)).hits
+            for hit in hits:
+                assert abs(hit.bm25_score - expected[hit.chunk_id]) <= SCORE_TOL, (query, hit.chunk_id)
+            _assert_top_up_to_ties(hits, expected, depth, query)
+            with engine.connect() as conn:
+                summed, looked_up = conn.execute(text(_SPLIT_SQL), {
+                    "cid": cid, "terms": tokenize(query), "depth": depth, "k1": settings.bm25_k1, "b": settings.bm25_b}).one()
+            most_summed, most_looked_up = max(most_summed, summed or 0), max(most_looked_up, looked_up or 0)
+    assert most_summed > SCANNED_TERMS, f"at most {most_summed} terms summed: the sorted scan of the rest went untested"
+    assert most_looked_up >= 3, f"at most {most_looked_up} terms looked up: the last lookup stage went untested"
 
 
 def test_matched_idf_share_is_the_matched_fraction_of_query_idf(reference, squad_queries, squad_collection):  # type: ignore[no-untyped-def]
