@@ -7,7 +7,9 @@ the cost of a confidence breakdown, and how close ingest runs to the bare embedd
     python bench/retrieval.py --chunks 1000000 --data-dir /tmp/bench-1m --reuse  # times it again
 
 Progress goes to stderr; the last stdout line is one JSON object. The corpus is derived
-from the shared SQuAD 2.0 half-dev paragraphs (see bench/_common.derive_chunks); at
+from the paragraphs of one evaluation set (--corpus: the shared SQuAD 2.0 half-dev by
+default, or one of ours under bench/data; see bench/_common.derive_chunks), the timed
+queries are that set's questions; at
 this size the dense vectors are a TF-IDF + SVD stand-in (the JSON says so), the
 ingest ratio uses the real model on real paragraphs. Past 100k chunks rank-bm25 scores a
 100k sample of the chunks with the whole collection's statistics (N, df, mean length), the
@@ -36,6 +38,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (  # noqa: E402
+    EVAL_SETS,
     bench_settings,
     bulk_load,
     collection_chunk_ids,
@@ -48,12 +51,11 @@ from bench._common import (  # noqa: E402
     median,
     percentile,
     phase,
+    read_jsonl,
     reset_collection,
     rounded,
     server_cpu_seconds,
     shutdown_store,
-    squad_paragraphs,
-    squad_questions,
     standin_vectors,
     today,
 )
@@ -91,7 +93,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per mode (default 200)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="embedded server data dir (default: a fresh dir under /tmp); ignored with DATABASE_URL")
-    parser.add_argument("--ingest-docs", type=int, default=300, help="SQuAD paragraphs for the ingest ratio")
+    parser.add_argument("--corpus", choices=sorted(EVAL_SETS), default="squad",
+                        help="the evaluation set whose paragraphs the chunks are derived from and whose questions "
+                             "are timed (default squad)")
+    parser.add_argument("--ingest-docs", type=int, default=300, help="paragraphs for the ingest ratio")
     parser.add_argument("--passes", type=int, default=3, help="passes over the queries per mode (default 3)")
     parser.add_argument("--confidence-reps", type=int, default=200, help="repetitions per query for confidence_ms")
     parser.add_argument("--ingest-rounds", type=int, default=4,
@@ -120,12 +125,15 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     memory = _ServerMemory(settings)
     with phase("load model (token counts, ingest ratio)", timings):
         model = embedding.load_model(settings.embedding_model)
-    paragraphs = squad_paragraphs()
+    eval_set = EVAL_SETS[args.corpus]
+    if not eval_set.corpus.exists():
+        raise SystemExit(f"benchmark data not found: {eval_set.corpus} (set BENCH_SQUAD_DIR for SQuAD)")
+    paragraphs = read_jsonl(eval_set.corpus)
     with phase(f"derive {args.chunks:,} chunks from {len(paragraphs)} paragraphs", timings):
         chunks = derive_chunks(paragraphs, args.chunks, seed=SEED)
         texts = [indexed_text(title, body) for title, body in chunks]
     log(f"  mean chunk: {np.mean([len(b.split()) for _, b in chunks[:100_000]]):.0f} words")
-    queries = _sample_queries(args.queries + WARMUP_QUERIES)
+    queries = _sample_queries(read_jsonl(eval_set.queries), args.queries + WARMUP_QUERIES)
     with phase("stand-in vectors: TF-IDF + SVD(384) + L2", timings):
         chunk_vectors, query_vectors = standin_vectors(texts, queries, dim=settings.embedding_dim, seed=SEED,
                                                        project_chunks=not args.reuse)
@@ -137,6 +145,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         chunk_ids = collection_chunk_ids(settings, COLLECTION)
         if len(chunk_ids) != args.chunks:
             raise SystemExit(f"--reuse: collection {COLLECTION!r} holds {len(chunk_ids):,} chunks, not {args.chunks:,}")
+        _check_reused_corpus(settings, {p["title"] for p in paragraphs}, args.corpus)
         log(f"  reusing the {len(chunk_ids):,} chunks loaded by an earlier run")
         build_s: dict[str, float] | str = "reused (see the run that loaded it)"
     else:
@@ -189,13 +198,15 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         reference = _compare_rank_bm25(settings, texts, chunk_ids, queries[timed], results["bm25"])
     with phase("confidence scoring", timings):
         confidence = _time_confidence(results["hybrid"], args.confidence_reps)
-    with phase(f"ingest ratio ({args.ingest_docs} SQuAD paragraphs, real model)", timings):
-        ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs], args.ingest_rounds)
+    with phase(f"ingest ratio ({args.ingest_docs} {args.corpus} paragraphs, real model)", timings):
+        ingest = _measure_ingest_ratio(settings, paragraphs[: args.ingest_docs], args.ingest_rounds,
+                                       source=eval_set.corpus.name)
     memory.stop()
 
     bm25_p50 = median(latencies["bm25"])
     out: dict[str, Any] = {
         "n_chunks": args.chunks,
+        "corpus": args.corpus,
         "hybrid_p50_ms": rounded(hybrid_p50, 2),
         "hybrid_p95_ms": rounded(percentile(latencies["hybrid"], 95), 2),
         "bm25_speedup_vs_rank_bm25": rounded(reference["rank_bm25_p50_ms"] / bm25_p50, 1),
@@ -297,10 +308,28 @@ def _opt_round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else rounded(value, digits)
 
 
-def _sample_queries(n: int) -> list[str]:
-    """A seeded sample of SQuAD questions (answerable and not), with spares for zero vectors."""
-    questions = [q["text"] for q in squad_questions()]
-    return random.Random(SEED).sample(questions, min(len(questions), n + 20))[: n + 20]
+def _sample_queries(questions: list[dict[str, Any]], n: int) -> list[str]:
+    """A seeded sample of the set's questions (answerable and not), with spares for zero vectors."""
+    texts = [q["text"] for q in questions]
+    return random.Random(SEED).sample(texts, min(len(texts), n + 20))[: n + 20]
+
+
+_A_DOCUMENT_TITLE = """
+SELECT d.title FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = :name LIMIT 1
+"""
+
+
+def _check_reused_corpus(settings, titles: set[str], corpus: str) -> None:  # type: ignore[no-untyped-def]
+    """--reuse times what an earlier run loaded: stop if that was derived from another corpus."""
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with transaction(settings) as session:
+        title = session.execute(text(_A_DOCUMENT_TITLE), {"name": COLLECTION}).scalar()
+    if title not in titles:
+        raise SystemExit(f"--reuse: collection {COLLECTION!r} was not derived from --corpus {corpus} "
+                         f"(it holds a document titled {title!r}); load it again without --reuse")
 
 
 def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  # type: ignore[no-untyped-def]
@@ -507,7 +536,7 @@ def _time_confidence(results: list[Any], reps: int) -> dict[str, float]:
     return {"p50": median(wall), "p95": percentile(wall, 95), "cpu_p50": median(cpu)}
 
 
-def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: int, *, source: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Ingest throughput / bare encode throughput on the very chunk texts ingest produced.
 
     Each round times one ingest (into a fresh collection) and one bare encode back to back,
@@ -526,7 +555,7 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     from services.retrieval import embedding
     from services.store import transaction
 
-    docs = [SourceDocument(p["_id"], p["title"], p["text"], "squad2-halfdev/corpus.jsonl") for p in paragraphs]
+    docs = [SourceDocument(p["_id"], p["title"], p["text"], source) for p in paragraphs]
     from services.corpus.encode_pool import ENCODE_BATCH
 
     model_name, batch_size = settings.embedding_model, min(settings.embedding_batch_size, ENCODE_BATCH)
