@@ -131,8 +131,8 @@ _SPLIT_SQL = f"WITH {COLLECTION_CTE}, {BM25_CTES.strip()} SELECT max(scan_rank),
 
 
 def test_long_queries_stay_exact_past_the_merged_scans_and_the_lookup_stages(reference, squad_queries, squad_collection, engine, settings):  # type: ignore[no-untyped-def]
-    """More terms to sum than SCANNED_TERMS: the rest are summed in one sorted scan. Three or
-    more optional terms: the third and later are looked up together after two pruning stages.
+    """More terms to sum than SCANNED_TERMS: the rest are summed in one sorted scan. Two or
+    more optional terms: the second and later are looked up together after a pruning stage.
     Neither path may change a score or the top."""
     long_queries = [" ".join(squad_queries[i:i + 4]) for i in range(0, 40, 4)]
     most_summed = most_looked_up = 0
