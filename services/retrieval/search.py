@@ -236,10 +236,16 @@ def _completion(name: str, previous: str, terms: str, bounds_left: str) -> str:
         WHERE {terms}) parts
     GROUP BY chunk_id
 ), {name} AS MATERIALIZED (
-    SELECT chunk_id, score FROM {name}_sums
+    {_within_reach(f"{name}_sums", bounds_left)}"""
+
+
+def _within_reach(rows: str, bounds_left: str) -> str:
+    """The chunks of `rows` whose score plus the optional bounds not yet added (`bounds_left`)
+    reaches the bar: theta, or the depth-th best score among them where that is higher."""
+    return f"""SELECT chunk_id, score FROM {rows}
     WHERE score >= greatest(
               (SELECT t FROM theta),
-              coalesce((SELECT score FROM {name}_sums ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
+              coalesce((SELECT score FROM {rows} ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
           - {bounds_left}"""
 
 
@@ -291,11 +297,7 @@ stats AS (
     GROUP BY chunk_id
     HAVING sum(score) >= (SELECT t FROM theta) - {_bounds_after(0)}
 ), survivors AS MATERIALIZED (
-    SELECT chunk_id, score FROM candidates
-    WHERE score >= greatest(
-              (SELECT t FROM theta),
-              coalesce((SELECT score FROM candidates ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
-          - {_bounds_after(0)}
+    {_within_reach("candidates", _bounds_after(0))}
 {_completion("completed_1", "survivors", "qt.lookup_rank = 1", _bounds_after(1))}
 {_completion("completed", "completed_1", "qt.lookup_rank > 1", _NO_SCORE)}
 ), bm25 AS (

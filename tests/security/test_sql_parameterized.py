@@ -49,7 +49,7 @@ ALLOWED = {
 }
 # Reviewed functions that assemble SQL text from their arguments and module constants alone:
 # a call to one counts as constant while every argument does, so a value passed in still fails.
-SQL_BUILDERS = {("services/retrieval/search.py", name) for name in ("_scanned_terms", "_completion", "_bounds_after")}
+SQL_BUILDERS = {("services/retrieval/search.py", name) for name in ("_scanned_terms", "_completion", "_within_reach", "_bounds_after")}
 SQL_ARGUMENT_CALLS = {"text", "literal_column", "exec_driver_sql"}  # their first argument is SQL text
 STATEMENT_CALLS = {"execute", "executemany"}  # their first argument is a statement: flagged only if built from strings
 CONSTANT_METHODS = {"strip", "lstrip", "rstrip", "upper", "lower"}
