@@ -147,12 +147,16 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def paragraphs_of(eval_set: EvalSet) -> list[dict[str, Any]]:
+    """An evaluation set's paragraphs: {_id, title, text, ...} in file order."""
+    if not eval_set.corpus.exists():
+        raise SystemExit(f"benchmark data not found: {eval_set.corpus} (set BENCH_SQUAD_DIR for SQuAD)")
+    return read_jsonl(eval_set.corpus)
+
+
 def squad_paragraphs() -> list[dict[str, Any]]:
     """The SQuAD 2.0 half-dev paragraphs: {_id, title, text, ...} in file order."""
-    path = SQUAD_DIR / "corpus.jsonl"
-    if not path.exists():
-        raise SystemExit(f"benchmark data not found: {path} (set BENCH_SQUAD_DIR)")
-    return read_jsonl(path)
+    return paragraphs_of(EVAL_SETS["squad"])
 
 
 def squad_questions() -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ from bench._common import (  # noqa: E402
     machine,
     make_data_dir,
     median,
+    paragraphs_of,
     percentile,
     phase,
     read_jsonl,
@@ -126,9 +127,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     with phase("load model (token counts, ingest ratio)", timings):
         model = embedding.load_model(settings.embedding_model)
     eval_set = EVAL_SETS[args.corpus]
-    if not eval_set.corpus.exists():
-        raise SystemExit(f"benchmark data not found: {eval_set.corpus} (set BENCH_SQUAD_DIR for SQuAD)")
-    paragraphs = read_jsonl(eval_set.corpus)
+    paragraphs = paragraphs_of(eval_set)
     with phase(f"derive {args.chunks:,} chunks from {len(paragraphs)} paragraphs", timings):
         chunks = derive_chunks(paragraphs, args.chunks, seed=SEED)
         texts = [indexed_text(title, body) for title, body in chunks]
@@ -552,6 +551,7 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     from sqlalchemy import text
 
     from services.corpus.chunking import chunk_text
+    from services.corpus.encode_pool import ENCODE_BATCH
     from services.corpus.extract import SourceDocument
     from services.corpus.indexing import indexed_text
     from services.corpus.ingest import ingest_documents
@@ -559,8 +559,6 @@ def _measure_ingest_ratio(settings, paragraphs: list[dict[str, Any]], rounds: in
     from services.store import transaction
 
     docs = [SourceDocument(p["_id"], p["title"], p["text"], source) for p in paragraphs]
-    from services.corpus.encode_pool import ENCODE_BATCH
-
     model_name, batch_size = settings.embedding_model, min(settings.embedding_batch_size, ENCODE_BATCH)
     # Warm up everything ingest touches: model, tokenizer, sentence splitter, DB pool.
     count_tokens = embedding.token_counter(model_name)
