@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Literal
 
@@ -35,6 +36,12 @@ class Settings(StoreSettings):
     bm25_b: float = Field(default=0.75, ge=0, le=1)
     rrf_k: int = 60
     max_query_chars: int = 2000
+    # A hybrid or BM25 search of a collection holding at least search_slice_min_chunks chunks
+    # runs its BM25 leg as search_slices statements at once, each over a range of chunk ids on
+    # a connection of its own, and the dense leg beside them (services.retrieval.search): one
+    # statement runs on one core. 1 = never; the default is one slice per core, up to 4.
+    search_slices: int = Field(default_factory=lambda: min(os.cpu_count() or 1, 4), ge=1, le=16)
+    search_slice_min_chunks: int = Field(default=200_000, ge=0)
     max_upload_bytes: int = 20_000_000
     # After an ingest that adds or replaces documents, a collection holding at least this many
     # chunks re-fits its confidence mapping (services.scoring.recalibration); 0 = never.

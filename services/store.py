@@ -7,8 +7,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
-from sqlalchemy import Engine, text
+from psycopg import ClientCursor
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -16,6 +18,7 @@ from db import StoreUnavailableError, build_engine, build_read_engine, describe_
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
 from services.settings import Settings, get_settings
 
+_T = TypeVar("_T")
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -104,6 +107,29 @@ def _unit_of_work(settings: Settings, *, read: bool) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def export_snapshot(session: Session) -> str | None:
+    """An id for what `session`'s transaction sees now, for `in_snapshot` on other connections
+    while that transaction stays open; None once it has written (other connections could not
+    see its writes)."""
+    return session.execute(text(
+        "SELECT CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN pg_export_snapshot() END")).scalar_one()
+
+
+def in_snapshot(engine: Engine, snapshot: str, work: Callable[[Connection], _T]) -> _T:
+    """`work` done on a connection of its own, in a read-only transaction that sees exactly
+    the exported `snapshot` (PostgreSQL's synchronized snapshots, as parallel pg_dump uses):
+    what several connections read at once then adds up as if one statement had read it."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        # SET takes no bound parameters: the id is quoted by psycopg on the client.
+        ClientCursor(conn.connection.driver_connection).execute(  # type: ignore[arg-type]
+            "SET TRANSACTION SNAPSHOT %s", [snapshot])
+        try:
+            return work(conn)
+        finally:
+            conn.rollback()
 
 
 def _connection_lost(exc: DBAPIError) -> bool:

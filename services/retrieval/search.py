@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 from sqlalchemy.orm import Session
 
 from db.engine import DEFAULT_EF_SEARCH
@@ -19,7 +20,7 @@ from services.retrieval.entities import extract_entities
 from services.retrieval.rerank import rerank_hits
 from services.retrieval.text import tokenize
 from services.settings import Settings, get_settings
-from services.store import read_transaction
+from services.store import export_snapshot, in_snapshot, read_transaction
 
 # Control characters, and unpaired surrogates (undecodable bytes in a command-line argument),
 # which the embedding tokenizer and the store both refuse.
@@ -87,10 +88,8 @@ def search_in_session(
     query = clean_query(query, max_chars=settings.max_query_chars)
     started = time.perf_counter()
     values = statement_values(query, params, session=session, settings=settings, query_vector=query_vector)
-    if params.mode != "bm25" and params.leg_depth > DEFAULT_EF_SEARCH:
-        session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
     # No such collection: nothing to find (the CLI and pages name the collections there are).
-    rows = [] if values["cid"] is None else session.execute(_STATEMENTS[params.mode], values).mappings().all()
+    rows = [] if values["cid"] is None else _rows(params.mode, values, session, settings)
     hits = tuple(hit_from_row(i + 1, row) for i, row in enumerate(rows))
     hits, reranker = rerank_hits(query, hits, settings=settings)
     return RetrievalResult(
@@ -127,6 +126,56 @@ def statement_values(
     if params.mode != "bm25":
         values["embedding"] = embedding.encode(settings.embedding_model, [query])[0] if query_vector is None else query_vector
     return values
+
+
+def _rows(mode: str, values: dict[str, object], session: Session, settings: Settings) -> list[RowMapping]:
+    ranges = _slice_ranges(values["cid"], session, settings) if mode != "dense" else []
+    snapshot = export_snapshot(session) if ranges else None
+    if snapshot is None:
+        _widen_hnsw(session.connection(), mode, values)
+        return list(session.execute(_STATEMENTS[mode], values).mappings())
+    return _sliced_rows(mode, values, session.get_bind(), snapshot, ranges)  # type: ignore[arg-type]
+
+
+def _widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
+    """HNSW returns at most ef_search rows: widen it for a dense leg deeper than that."""
+    if mode != "bm25" and int(values["depth"]) > DEFAULT_EF_SEARCH:  # type: ignore[call-overload]
+        conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(values["depth"])})
+
+
+def _slice_ranges(cid: object, session: Session, settings: Settings) -> list[tuple[int, int]]:
+    """The chunk id ranges a search of collection `cid` is split into: none below the size
+    that pays for the extra connections (settings.search_slice_min_chunks)."""
+    if settings.search_slices < 2:
+        return []
+    row = session.execute(_COLLECTION_EXTENT, {"cid": cid}).one_or_none()
+    if row is None or row.lo is None or row.n_chunks < max(settings.search_slice_min_chunks, settings.search_slices):
+        return []
+    bounds = [row.lo + (row.hi - row.lo + 1) * i // settings.search_slices for i in range(settings.search_slices + 1)]
+    return [(lo, hi - 1) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _sliced_rows(mode: str, values: dict[str, object], engine: Engine, snapshot: str,
+                 ranges: list[tuple[int, int]]) -> list[RowMapping]:
+    """A search's rows from its BM25 leg run per chunk id range and its dense leg, all at
+    once, each on a connection of its own in the caller's snapshot. Every range's top `depth`
+    is exact, so the best `depth` of their union is the collection's exact top `depth`."""
+    def read(statement: TextClause, extra: dict[str, object]) -> list[RowMapping]:
+        def work(conn: Connection) -> list[RowMapping]:
+            if statement is _DENSE_STATEMENT:
+                _widen_hnsw(conn, mode, values)
+            return list(conn.execute(statement, {**values, **extra}).mappings())
+        return in_snapshot(engine, snapshot, work)
+
+    slices = [_SLICE_WORKERS.submit(read, _SLICE_STATEMENT, {"lo": lo, "hi": hi}) for lo, hi in ranges]
+    dense = [_SLICE_WORKERS.submit(read, _DENSE_STATEMENT, {})] if mode == "hybrid" else []
+    wait(slices + dense)  # every connection is back before an error is raised
+    bm25 = sorted((row for job in slices for row in job.result()), key=lambda row: (-row["score"], row["chunk_id"]))
+    given: dict[str, object] = {"bm25_ids": [row["chunk_id"] for row in bm25[:int(values["depth"])]],  # type: ignore[call-overload]
+                                "bm25_scores": [row["score"] for row in bm25[:int(values["depth"])]]}  # type: ignore[call-overload]
+    for job in dense:
+        given |= {"dense_ids": [row["chunk_id"] for row in job.result()], "dense_sims": [row["sim"] for row in job.result()]}
+    return read(_GIVEN_LEGS[mode], given)
 
 
 def hit_from_row(rank: int, row) -> Hit:  # type: ignore[no-untyped-def]
@@ -202,7 +251,7 @@ _NO_SCORE = "0.0::float8"
 _SLACK = "1e-9::float8"
 
 
-def _scanned_terms() -> str:
+def _scanned_terms(in_slice: str) -> str:
     """The postings of the terms to sum, in chunk id order: one index scan per term for the
     SCANNED_TERMS strongest, merged, then the rest sorted. A term's id is a scalar subquery so
     that the planner knows its scan comes in chunk id order (the merge needs that)."""
@@ -212,11 +261,12 @@ def _scanned_terms() -> str:
         scans.append(f"""SELECT * FROM (
             SELECT p.chunk_id,
                    {weight} * p.tf / (p.tf + (SELECT len_base FROM stats) + (SELECT len_slope FROM stats) * p.dl) AS score
-            FROM bm25_postings p WHERE p.term_id = {term} AND p.collection_id = {CID} ORDER BY p.chunk_id) scan_{rank}""")
+            FROM bm25_postings p WHERE p.term_id = {term} AND p.collection_id = {CID} {in_slice}
+            ORDER BY p.chunk_id) scan_{rank}""")
     scans.append(f"""SELECT * FROM (
             SELECT p.chunk_id, {BM25_IMPACT} AS score
             FROM split qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
-            WHERE qt.scan_rank > {SCANNED_TERMS} ORDER BY p.chunk_id) scan_rest""")
+            WHERE qt.scan_rank > {SCANNED_TERMS} {in_slice} ORDER BY p.chunk_id) scan_rest""")
     return "\n        UNION ALL\n        ".join(scans)
 
 
@@ -253,7 +303,7 @@ def _bounds_after(rank: int) -> str:
     return f"(SELECT coalesce(sum(ub), {_NO_SCORE}) FROM split WHERE lookup_rank > {rank})"
 
 
-BM25_CTES = f"""
+_BM25_TERMS = f"""
 stats AS (
     SELECT n_chunks::float8 AS n,
            :k1 * (1.0::float8 - :b) AS len_base,
@@ -266,13 +316,18 @@ stats AS (
     FROM (SELECT term, count(*)::float8 AS qtf FROM unnest(CAST(:terms AS text[])) AS term GROUP BY term) u
     CROSS JOIN stats
     LEFT JOIN bm25_terms t ON t.collection_id = {CID} AND t.term = u.term
-), qt AS MATERIALIZED (
+)"""
+
+def _bm25_top(in_slice: str) -> str:
+    """The exact top `depth` BM25 scores (`bm25`) of the collection's chunks that `in_slice`,
+    a condition on the postings `p`, admits: all of them when it is empty."""
+    return f"""qt AS MATERIALIZED (
     SELECT q.term_id, q.idf_weight * (:k1 + 1.0::float8) AS weight,
            q.idf_weight * (:k1 + 1.0::float8) * q.max_tf / (q.max_tf + stats.len_base + stats.len_slope * q.min_dl) AS ub
     FROM q CROSS JOIN stats WHERE q.max_tf > 0
 ), pilot AS (
     SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
-    WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)
+    WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1) {in_slice}
     ORDER BY {BM25_IMPACT} DESC, p.chunk_id
     LIMIT 2 * :depth
 ), theta AS MATERIALIZED (
@@ -292,7 +347,7 @@ stats AS (
     FROM (SELECT qt.*, sum(qt.ub) OVER (ORDER BY qt.ub, qt.term_id) < theta.t AS optional FROM qt CROSS JOIN theta) s
 ), candidates AS MATERIALIZED (
     SELECT chunk_id, sum(score) AS score FROM (
-        {_scanned_terms()}
+        {_scanned_terms(in_slice)}
         ORDER BY chunk_id) scans
     GROUP BY chunk_id
     HAVING sum(score) >= (SELECT t FROM theta) - {_bounds_after(0)}
@@ -302,24 +357,30 @@ stats AS (
 {_completion("completed", "completed_1", "qt.lookup_rank > 1", _NO_SCORE)}
 ), bm25 AS (
     SELECT chunk_id, score FROM completed ORDER BY score DESC, chunk_id LIMIT :depth
-), bm25_ranked AS (
+)"""
+
+_BM25_RANKED = f"""bm25_ranked AS (
     SELECT b.chunk_id, b.score, row_number() OVER (ORDER BY b.score DESC, b.chunk_id) AS rnk,
            (SELECT sum(q.idf_weight) FROM q CROSS JOIN LATERAL (
                 SELECT FROM bm25_postings p
                 WHERE p.term_id = q.term_id AND p.collection_id = {CID} AND p.chunk_id = b.chunk_id OFFSET 0) hit)
              / (SELECT sum(idf_weight) FROM q) AS idf_share
     FROM bm25 b
-)"""
+)
+"""
 
-_DENSE_CTES = f"""
-dense AS (
+BM25_CTES = f"{_BM25_TERMS.strip()}, {_bm25_top('')}, {_BM25_RANKED}"
+
+_DENSE_TOP = f"""dense AS (
     SELECT c.id AS chunk_id, 1.0::float8 - (c.embedding <=> CAST(:embedding AS vector)) AS sim
     FROM chunks c WHERE c.collection_id = {CID}
     ORDER BY c.embedding <=> CAST(:embedding AS vector)
     LIMIT :depth
-), dense_ranked AS (
+)"""
+_DENSE_RANKED = """dense_ranked AS (
     SELECT dense.*, row_number() OVER (ORDER BY sim DESC, chunk_id) AS rnk FROM dense
 )"""
+_DENSE_CTES = f"{_DENSE_TOP}, {_DENSE_RANKED}"
 
 # Each leg's best LEG_SCORES raw scores, before fusion: query-performance prediction
 # (services/scoring/qpp.py) reads the shape of a leg's score list, which the fused top k
@@ -346,33 +407,67 @@ CROSS JOIN LATERAL (SELECT d.external_id, d.title FROM documents d
 ORDER BY f.fused DESC, f.chunk_id
 """
 
-HYBRID_SQL = f"""
-WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, {_DENSE_CTES.strip()}, fused AS (
-    SELECT coalesce(b.chunk_id, d.chunk_id) AS chunk_id,
+_FUSED = {
+    "hybrid": """SELECT coalesce(b.chunk_id, d.chunk_id) AS chunk_id,
            b.score AS bm25_score, b.rnk AS bm25_rank, b.idf_share,
            d.sim AS dense_similarity, d.rnk AS dense_rank,
            coalesce(:w_bm25 / (:rrf_k + b.rnk), 0.0::float8)
              + coalesce(:w_dense / (:rrf_k + d.rnk), 0.0::float8) AS fused
-    FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id
-), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf
-){HIT_COLUMNS}"""
-
-BM25_SQL = f"""
-WITH {COLLECTION_CTE}, {BM25_CTES.strip()}, fused AS (
-    SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
+    FROM bm25_ranked b FULL OUTER JOIN dense_ranked d ON b.chunk_id = d.chunk_id""",
+    "bm25": """SELECT chunk_id, score AS bm25_score, rnk AS bm25_rank, idf_share,
            NULL::float8 AS dense_similarity, NULL::bigint AS dense_rank, score AS fused
-    FROM bm25_ranked
-), legs AS (SELECT {_BM25_LEG} AS bm25_leg, {_NO_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf
-){HIT_COLUMNS}"""
-
-DENSE_SQL = f"""
-WITH {COLLECTION_CTE}, {_DENSE_CTES.strip()}, fused AS (
-    SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
+    FROM bm25_ranked""",
+    "dense": """SELECT chunk_id, NULL::float8 AS bm25_score, NULL::bigint AS bm25_rank, NULL::float8 AS idf_share,
            sim AS dense_similarity, rnk AS dense_rank, sim AS fused
-    FROM dense_ranked
-), legs AS (SELECT {_NO_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_NO_QUERY_IDF} AS query_idf
+    FROM dense_ranked""",
+}
+_LEGS = {
+    "hybrid": f"{_BM25_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf",
+    "bm25": f"{_BM25_LEG} AS bm25_leg, {_NO_LEG} AS dense_leg, {_QUERY_IDF} AS query_idf",
+    "dense": f"{_NO_LEG} AS bm25_leg, {_DENSE_LEG} AS dense_leg, {_NO_QUERY_IDF} AS query_idf",
+}
+
+
+def _search_sql(mode: str, bm25: str, dense: str) -> str:
+    """A mode's statement, its legs given by `bm25` (defining `q` and `bm25_ranked`) and
+    `dense` (defining `dense_ranked`): searched, or read from arrays a sliced search passes."""
+    legs = [leg for leg, used in ((bm25, mode != "dense"), (dense, mode != "bm25")) if used]
+    return f"""
+WITH {", ".join([COLLECTION_CTE, *(leg.strip() for leg in legs)])}, fused AS (
+    {_FUSED[mode]}
+), legs AS (SELECT {_LEGS[mode]}
 ){HIT_COLUMNS}"""
 
+
+HYBRID_SQL = _search_sql("hybrid", BM25_CTES, _DENSE_CTES)
+BM25_SQL = _search_sql("bm25", BM25_CTES, _DENSE_CTES)
+DENSE_SQL = _search_sql("dense", BM25_CTES, _DENSE_CTES)
 SQL_BY_MODE = {"hybrid": HYBRID_SQL, "bm25": BM25_SQL, "dense": DENSE_SQL}
 # Parsed once: text() scans the whole statement for its bind parameters (0.3 ms a search).
 _STATEMENTS = {"hybrid": text(HYBRID_SQL), "bm25": text(BM25_SQL), "dense": text(DENSE_SQL)}
+
+# --- A large collection, searched in slices ---------------------------------------------
+# One statement runs on one core, and the BM25 leg's time grows with the postings of the
+# query's terms. Past settings.search_slice_min_chunks the leg runs as one statement per
+# range of chunk ids, at once, and the dense leg beside them; a last statement fuses the
+# legs and fetches the hits. The same CPU work, spread over the cores an idle server has.
+_IN_SLICE = "AND p.chunk_id BETWEEN :lo AND :hi"
+BM25_SLICE_SQL = f"WITH {COLLECTION_CTE}, {_BM25_TERMS.strip()}, {_bm25_top(_IN_SLICE)}\nSELECT chunk_id, score FROM bm25"
+DENSE_LEG_SQL = f"WITH {COLLECTION_CTE}, {_DENSE_TOP}\nSELECT chunk_id, sim FROM dense"
+_GIVEN_BM25 = f"""{_BM25_TERMS.strip()}, bm25 AS (
+    SELECT * FROM unnest(CAST(:bm25_ids AS bigint[]), CAST(:bm25_scores AS float8[])) AS given(chunk_id, score)
+), {_BM25_RANKED}"""
+_GIVEN_DENSE = f"""dense AS (
+    SELECT * FROM unnest(CAST(:dense_ids AS bigint[]), CAST(:dense_sims AS float8[])) AS given(chunk_id, sim)
+), {_DENSE_RANKED}"""
+GIVEN_HYBRID_SQL = _search_sql("hybrid", _GIVEN_BM25, _GIVEN_DENSE)
+GIVEN_BM25_SQL = _search_sql("bm25", _GIVEN_BM25, _GIVEN_DENSE)
+_SLICE_STATEMENT, _DENSE_STATEMENT = text(BM25_SLICE_SQL), text(DENSE_LEG_SQL)
+_GIVEN_LEGS = {"hybrid": text(GIVEN_HYBRID_SQL), "bm25": text(GIVEN_BM25_SQL)}
+_COLLECTION_EXTENT = text("""
+SELECT s.n_chunks,
+       (SELECT min(id) FROM chunks WHERE collection_id = :cid) AS lo,
+       (SELECT max(id) FROM chunks WHERE collection_id = :cid) AS hi
+FROM bm25_stats s WHERE s.collection_id = :cid""")
+# Threads only wait on the server; 16 covers the largest search_slices plus the dense leg.
+_SLICE_WORKERS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-slice")

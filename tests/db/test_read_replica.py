@@ -94,3 +94,19 @@ def test_searches_are_served_by_the_replica_not_the_primary(split_settings: Sett
             replica.execute("SELECT pg_wal_replay_resume()")
     wait_for_reads(split_settings)
     assert sorted(_found(split_settings, "damask")) == ["forge", "loom"]
+
+
+def test_a_sliced_search_runs_on_the_replica_in_one_snapshot(split_settings: Settings) -> None:
+    """The slices adopt the search's snapshot on the replica too (exported on a standby)."""
+    ingest_documents([_doc(f"pot{i}", f"A {'thrown ' * i}pot of salt-glazed stoneware, number {i}.") for i in range(6)],
+                     collection=COLLECTION, settings=split_settings)
+    wait_for_reads(split_settings)
+    results = []
+    for slices in (1, 3):
+        settings = split_settings.model_copy(update={"search_slices": slices, "search_slice_min_chunks": 0})
+        params = default_params(settings, mode="hybrid", k=6, collection=COLLECTION)
+        results.append([(h.external_id, h.bm25_score, h.dense_similarity) for h in search("thrown stoneware pot", params,
+                                                                                          settings=settings).hits])
+    assert len(results[0]) == 6
+    assert [hit[0] for hit in results[1]] == [hit[0] for hit in results[0]]
+    assert [hit[1:] for hit in results[1]] == [pytest.approx(hit[1:], abs=1e-12) for hit in results[0]]

@@ -37,6 +37,10 @@ ALLOWED = {
     ("services/retrieval/search.py", "HYBRID_SQL"): True,
     ("services/retrieval/search.py", "BM25_SQL"): True,
     ("services/retrieval/search.py", "DENSE_SQL"): True,
+    ("services/retrieval/search.py", "BM25_SLICE_SQL"): True,
+    ("services/retrieval/search.py", "DENSE_LEG_SQL"): True,
+    ("services/retrieval/search.py", "GIVEN_HYBRID_SQL"): True,
+    ("services/retrieval/search.py", "GIVEN_BM25_SQL"): True,
     # Scoring given chunks or texts reuses those fragments, assembled once at import (services/intake).
     # They interpolate only the search module's constants, which the scanner cannot follow across
     # an import, hence reviewed rather than checked; every value is bound.
@@ -49,7 +53,8 @@ ALLOWED = {
 }
 # Reviewed functions that assemble SQL text from their arguments and module constants alone:
 # a call to one counts as constant while every argument does, so a value passed in still fails.
-SQL_BUILDERS = {("services/retrieval/search.py", name) for name in ("_scanned_terms", "_completion", "_within_reach", "_bounds_after")}
+SQL_BUILDERS = {("services/retrieval/search.py", name) for name in (
+    "_scanned_terms", "_completion", "_within_reach", "_bounds_after", "_bm25_top", "_search_sql")}
 SQL_ARGUMENT_CALLS = {"text", "literal_column", "exec_driver_sql"}  # their first argument is SQL text
 STATEMENT_CALLS = {"execute", "executemany"}  # their first argument is a statement: flagged only if built from strings
 CONSTANT_METHODS = {"strip", "lstrip", "rstrip", "upper", "lower"}
