@@ -53,8 +53,7 @@ ALLOWED = {
 }
 # Reviewed functions that assemble SQL text from their arguments and module constants alone:
 # a call to one counts as constant while every argument does, so a value passed in still fails.
-SQL_BUILDERS = {("services/retrieval/search.py", name) for name in (
-    "_scanned_terms", "_completion", "_within_reach", "_bounds_after", "_bm25_top", "_search_sql")}
+SQL_BUILDERS = {("services/retrieval/search.py", name) for name in ("_bm25_top", "_search_sql")}
 SQL_ARGUMENT_CALLS = {"text", "literal_column", "exec_driver_sql"}  # their first argument is SQL text
 STATEMENT_CALLS = {"execute", "executemany"}  # their first argument is a statement: flagged only if built from strings
 CONSTANT_METHODS = {"strip", "lstrip", "rstrip", "upper", "lower"}
@@ -280,11 +279,10 @@ def test_pages_never_touch_sql():
     ('from sqlalchemy import text\n_A = "SELECT 1"\n_B = _A + " UNION " + _A\ndef f(s):\n    s.execute(text(_B))\n', False),
     ('from sqlalchemy import text\nSTMTS = ("SELECT 1", "SELECT 2")\ndef f(s):\n    for x in STMTS:\n        s.execute(text(x))\n', False),
     ('def f(s, stmt):\n    s.execute(stmt)\n', False),
-    # A reviewed builder's text is constant only while its arguments are.
     # A reviewed builder's text is constant only while its arguments are (BM25_SQL is allow-listed
     # while it interpolates constants alone).
-    ('from sqlalchemy import text\nBM25_SQL = f"SELECT {_bounds_after(1)}"\ndef f(s):\n    s.execute(text(BM25_SQL))\n', False),
-    ('from sqlalchemy import text\nQ = input()\nBM25_SQL = f"SELECT {_bounds_after(Q)}"\ndef f(s):\n    s.execute(text(BM25_SQL))\n', True),
+    ('from sqlalchemy import text\nBM25_SQL = f"SELECT {_bm25_top(1)}"\ndef f(s):\n    s.execute(text(BM25_SQL))\n', False),
+    ('from sqlalchemy import text\nQ = input()\nBM25_SQL = f"SELECT {_bm25_top(Q)}"\ndef f(s):\n    s.execute(text(BM25_SQL))\n', True),
     ('from sqlalchemy import text\nBM25_SQL = f"SELECT {_not_reviewed(1)}"\ndef f(s):\n    s.execute(text(BM25_SQL))\n', True),
 ])
 def test_the_checker_itself_flags_string_built_sql(source, flagged):
