@@ -244,6 +244,8 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "confidence_p95_ms": rounded(confidence["p95"], 4),
         "confidence_cpu_ms": rounded(confidence["cpu_p50"], 4),
         "n_queries": len(latencies["hybrid"]),
+        # searches of this collection run their BM25 leg in this many chunk id ranges at once
+        "search_slices": settings.search_slices if args.chunks >= settings.search_slice_min_chunks else 1,
         "dense_vectors": f"stand-in TF-IDF+SVD {settings.embedding_dim}-d (not {settings.embedding_model})",
         "ingest": ingest["detail"],
         "store": store,
