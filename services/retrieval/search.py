@@ -170,11 +170,12 @@ def _sliced_rows(mode: str, values: dict[str, object], engine: Engine, snapshot:
     slices = [_SLICE_WORKERS.submit(read, _SLICE_STATEMENT, {"lo": lo, "hi": hi}) for lo, hi in ranges]
     dense = [_SLICE_WORKERS.submit(read, _DENSE_STATEMENT, {})] if mode == "hybrid" else []
     wait(slices + dense)  # every connection is back before an error is raised
-    bm25 = sorted((row for job in slices for row in job.result()), key=lambda row: (-row["score"], row["chunk_id"]))
-    given: dict[str, object] = {"bm25_ids": [row["chunk_id"] for row in bm25[:int(values["depth"])]],  # type: ignore[call-overload]
-                                "bm25_scores": [row["score"] for row in bm25[:int(values["depth"])]]}  # type: ignore[call-overload]
+    found = sorted((row for job in slices for row in job.result()), key=lambda row: (-row["score"], row["chunk_id"]))
+    bm25 = found[:int(values["depth"])]  # type: ignore[call-overload]
+    given: dict[str, object] = {"bm25_ids": [row["chunk_id"] for row in bm25], "bm25_scores": [row["score"] for row in bm25]}
     for job in dense:
-        given |= {"dense_ids": [row["chunk_id"] for row in job.result()], "dense_sims": [row["sim"] for row in job.result()]}
+        nearest = job.result()
+        given |= {"dense_ids": [row["chunk_id"] for row in nearest], "dense_sims": [row["sim"] for row in nearest]}
     return read(_GIVEN_LEGS[mode], given)
 
 
@@ -318,6 +319,7 @@ stats AS (
     LEFT JOIN bm25_terms t ON t.collection_id = {CID} AND t.term = u.term
 )"""
 
+
 def _bm25_top(in_slice: str) -> str:
     """The exact top `depth` BM25 scores (`bm25`) of the collection's chunks that `in_slice`,
     a condition on the postings `p`, admits: all of them when it is empty. Theta comes from the
@@ -452,7 +454,9 @@ _STATEMENTS = {"hybrid": text(HYBRID_SQL), "bm25": text(BM25_SQL), "dense": text
 # One statement runs on one core, and the BM25 leg's time grows with the postings of the
 # query's terms. Past settings.search_slice_min_chunks the leg runs as one statement per
 # range of chunk ids, at once, and the dense leg beside them; a last statement fuses the
-# legs and fetches the hits. The same CPU work, spread over the cores an idle server has.
+# legs and fetches the hits. It costs CPU (each slice plans, and finds the pilot's theta) and
+# a connection per slice, for latency: at a million chunks on 2 cores, hybrid p50 62 -> 51 ms,
+# p95 238 -> 166 ms, CPU 79 -> 94 ms a query; at 100k it doubled the latency (README).
 _IN_SLICE = "AND p.chunk_id BETWEEN :lo AND :hi"
 BM25_SLICE_SQL = f"WITH {COLLECTION_CTE}, {_BM25_TERMS.strip()}, {_bm25_top(_IN_SLICE)}\nSELECT chunk_id, score FROM bm25"
 DENSE_LEG_SQL = f"WITH {COLLECTION_CTE}, {_DENSE_TOP}\nSELECT chunk_id, sim FROM dense"
