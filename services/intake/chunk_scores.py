@@ -16,7 +16,6 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from db.engine import DEFAULT_EF_SEARCH
 from services.corpus.indexing import find_collection
 from services.domain import RetrievalResult
 from services.errors import InputError
@@ -26,7 +25,7 @@ from services.retrieval.rerank import rerank_hits
 
 # The search's own statements, up to and including its `fused` CTE, and its row-to-Hit
 # mapping: writing the legs a second time is how two numbers for one chunk would start to differ.
-from services.retrieval.search import HIT_COLUMNS, SQL_BY_MODE, SearchParams, clean_query, hit_from_row
+from services.retrieval.search import HIT_COLUMNS, SQL_BY_MODE, SearchParams, clean_query, hit_from_row, widen_hnsw
 from services.retrieval.text import tokenize
 from services.settings import Settings
 
@@ -71,8 +70,7 @@ def score_chunks(query: str, chunk_ids: Sequence[int], params: SearchParams, *, 
     }
     if params.mode != "bm25":
         values["embedding"] = embedding.encode(settings.embedding_model, [query])[0]
-        if params.leg_depth > DEFAULT_EF_SEARCH:  # as the search widens HNSW's candidate list
-            session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(params.leg_depth)})
+    widen_hnsw(session.connection(), params.mode, values)  # as the search widens HNSW's candidate list
     rows = session.execute(_SQL[params.mode], values).mappings().all()
     missing = sorted(set(ids) - {row["chunk_id"] for row in rows})
     if missing:

@@ -132,12 +132,12 @@ def _rows(mode: str, values: dict[str, object], session: Session, settings: Sett
     ranges = _slice_ranges(values["cid"], session, settings) if mode != "dense" else []
     snapshot = export_snapshot(session) if ranges else None
     if snapshot is None:
-        _widen_hnsw(session.connection(), mode, values)
+        widen_hnsw(session.connection(), mode, values)
         return list(session.execute(_STATEMENTS[mode], values).mappings())
     return _sliced_rows(mode, values, session.get_bind(), snapshot, ranges)  # type: ignore[arg-type]
 
 
-def _widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
+def widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
     """HNSW returns at most ef_search rows: widen it for a dense leg deeper than that."""
     if mode != "bm25" and int(values["depth"]) > DEFAULT_EF_SEARCH:  # type: ignore[call-overload]
         conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(values["depth"])})
@@ -163,7 +163,7 @@ def _sliced_rows(mode: str, values: dict[str, object], engine: Engine, snapshot:
     def read(statement: TextClause, extra: dict[str, object]) -> list[RowMapping]:
         def work(conn: Connection) -> list[RowMapping]:
             if statement is _DENSE_STATEMENT:
-                _widen_hnsw(conn, mode, values)
+                widen_hnsw(conn, mode, values)
             return list(conn.execute(statement, {**values, **extra}).mappings())
         return in_snapshot(engine, snapshot, work)
 
