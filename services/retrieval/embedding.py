@@ -75,6 +75,8 @@ def token_counter(name: str):  # type: ignore[no-untyped-def]
     tokenizer = copy.deepcopy(load_model(name).tokenizer)
 
     def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        # verbose=False: counting a text longer than the model takes is how a chunk is sized,
+        # not an error; by default the tokenizer warns of "indexing errors" on every ingest.
+        return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     return count_tokens
