@@ -375,11 +375,30 @@ _BM25_RANKED = f"""bm25_ranked AS (
 
 BM25_CTES = f"{_BM25_TERMS.strip()}, {_bm25_top('')}, {_BM25_RANKED}"
 
-_DENSE_TOP = f"""dense AS (
-    SELECT c.id AS chunk_id, 1.0::float8 - (c.embedding <=> CAST(:embedding AS vector)) AS sim
+# The dense leg reads HNSW, which returns at most :depth rows by design. An HNSW graph that
+# has seen deletes can also lose live rows (pgvector 0.8.2: inserts racing autovacuum's graph
+# repair), and in a small collection the lost row can be the answer itself: a CI run's
+# three-chunk collection came back without the one chunk the question was about. When the
+# index gives fewer rows than the collection holds up to :depth, the leg scans the collection
+# exactly instead (`+ 0` keeps the index out of that ORDER BY); that happens only where HNSW
+# came up short, so a healthy index costs one count of <= :depth rows.
+_DENSE_DISTANCE = "c.embedding <=> CAST(:embedding AS vector)"
+_DENSE_TOP = f"""dense_indexed AS MATERIALIZED (
+    SELECT c.id AS chunk_id, 1.0::float8 - ({_DENSE_DISTANCE}) AS sim
     FROM chunks c WHERE c.collection_id = {CID}
-    ORDER BY c.embedding <=> CAST(:embedding AS vector)
+    ORDER BY {_DENSE_DISTANCE}
     LIMIT :depth
+), dense_short AS MATERIALIZED (
+    SELECT (SELECT count(*) FROM dense_indexed)
+             < least(:depth, (SELECT n_chunks FROM bm25_stats WHERE collection_id = {CID})) AS short
+), dense AS (
+    SELECT * FROM dense_indexed WHERE NOT (SELECT short FROM dense_short)
+    UNION ALL
+    SELECT * FROM (SELECT c.id AS chunk_id, 1.0::float8 - ({_DENSE_DISTANCE}) AS sim
+                   FROM chunks c WHERE c.collection_id = {CID}
+                   ORDER BY ({_DENSE_DISTANCE}) + 0
+                   LIMIT :depth) exact
+    WHERE (SELECT short FROM dense_short)
 )"""
 _DENSE_RANKED = """dense_ranked AS (
     SELECT dense.*, row_number() OVER (ORDER BY sim DESC, chunk_id) AS rnk FROM dense
