@@ -54,7 +54,9 @@ def test_a_short_index_gives_way_to_an_exact_scan(three_chunks: None, settings: 
         from_index = session.execute(text(
             "SELECT id FROM chunks WHERE collection_id = :cid ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 50"),
             values).all()
-        assert len(from_index) == 1  # the premise: the index alone comes up short
+        # The premise: the index alone comes up short (one row, or none when the one candidate
+        # it looked at is an earlier test's deleted chunk, still in the graph).
+        assert len(from_index) < len(TEXTS)
         result = search_in_session(QUERY, params, session=session, settings=settings)
         expected = _exact_order(session, settings)
     dense_order = sorted((h for h in result.hits if h.dense_rank), key=lambda h: h.dense_rank)  # type: ignore[arg-type, return-value]
