@@ -12,7 +12,6 @@ from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 from sqlalchemy.orm import Session
 
 from db.engine import DEFAULT_EF_SEARCH
-from services.corpus.indexing import find_collection
 from services.domain import RETRIEVAL_MODES, Hit, RetrievalResult
 from services.errors import InputError
 from services.retrieval import embedding
@@ -112,8 +111,10 @@ def statement_values(
     query: str, params: SearchParams, *, session: Session, settings: Settings, query_vector=None  # type: ignore[no-untyped-def]
 ) -> dict[str, object]:
     """The values SQL_BY_MODE[params.mode] is run with for a cleaned query (EXPLAIN uses them too)."""
+    collection = session.execute(_COLLECTION, {"name": params.collection}).one_or_none()
     values: dict[str, object] = {
-        "cid": find_collection(session, params.collection),
+        "cid": collection.id if collection else None,
+        "n_chunks": collection.n_chunks if collection else 0,  # for choosing a plan, not bound in it
         "k": params.k,
         "depth": params.leg_depth,
         "k1": float(params.k1),
@@ -129,7 +130,7 @@ def statement_values(
 
 
 def _rows(mode: str, values: dict[str, object], session: Session, settings: Settings) -> list[RowMapping]:
-    ranges = _slice_ranges(values["cid"], session, settings) if mode != "dense" else []
+    ranges = _slice_ranges(values, session, settings) if mode != "dense" else []
     snapshot = export_snapshot(session) if ranges else None
     if snapshot is None:
         widen_hnsw(session.connection(), mode, values)
@@ -143,15 +144,14 @@ def widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
         conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(values["depth"])})
 
 
-def _slice_ranges(cid: object, session: Session, settings: Settings) -> list[tuple[int, int]]:
-    """The chunk id ranges a search of collection `cid` is split into: none below the size
-    that pays for the extra connections (settings.search_slice_min_chunks)."""
-    if settings.search_slices < 2:
+def _slice_ranges(values: dict[str, object], session: Session, settings: Settings) -> list[tuple[int, int]]:
+    """The chunk id ranges a search is split into: none below the collection size that pays
+    for the extra connections (settings.search_slice_min_chunks)."""
+    n_chunks = int(values["n_chunks"])  # type: ignore[call-overload]
+    if settings.search_slices < 2 or n_chunks < max(settings.search_slice_min_chunks, settings.search_slices):
         return []
-    row = session.execute(_COLLECTION_EXTENT, {"cid": cid}).one_or_none()
-    if row is None or row.lo is None or row.n_chunks < max(settings.search_slice_min_chunks, settings.search_slices):
-        return []
-    bounds = [row.lo + (row.hi - row.lo + 1) * i // settings.search_slices for i in range(settings.search_slices + 1)]
+    lo, hi = session.execute(_COLLECTION_EXTENT, {"cid": values["cid"]}).one()
+    bounds = [lo + (hi - lo + 1) * i // settings.search_slices for i in range(settings.search_slices + 1)]
     return [(lo, hi - 1) for lo, hi in zip(bounds, bounds[1:])]
 
 
@@ -489,10 +489,11 @@ GIVEN_HYBRID_SQL = _search_sql("hybrid", _GIVEN_BM25, _GIVEN_DENSE)
 GIVEN_BM25_SQL = _search_sql("bm25", _GIVEN_BM25, _GIVEN_DENSE)
 _SLICE_STATEMENT, _DENSE_STATEMENT = text(BM25_SLICE_SQL), text(DENSE_LEG_SQL)
 _GIVEN_LEGS = {"hybrid": text(GIVEN_HYBRID_SQL), "bm25": text(GIVEN_BM25_SQL)}
+_COLLECTION = text("""
+SELECT c.id, coalesce(s.n_chunks, 0) AS n_chunks
+FROM collections c LEFT JOIN bm25_stats s ON s.collection_id = c.id WHERE c.name = :name""")
 _COLLECTION_EXTENT = text("""
-SELECT s.n_chunks,
-       (SELECT min(id) FROM chunks WHERE collection_id = :cid) AS lo,
-       (SELECT max(id) FROM chunks WHERE collection_id = :cid) AS hi
-FROM bm25_stats s WHERE s.collection_id = :cid""")
+SELECT (SELECT min(id) FROM chunks WHERE collection_id = :cid) AS lo,
+       (SELECT max(id) FROM chunks WHERE collection_id = :cid) AS hi""")
 # Threads only wait on the server; 16 covers the largest search_slices plus the dense leg.
 _SLICE_WORKERS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-slice")
