@@ -376,12 +376,13 @@ _BM25_RANKED = f"""bm25_ranked AS (
 BM25_CTES = f"{_BM25_TERMS.strip()}, {_bm25_top('')}, {_BM25_RANKED}"
 
 # The dense leg reads HNSW, which returns at most :depth rows by design. An HNSW graph that
-# has seen deletes can also lose live rows (pgvector 0.8.2: inserts racing autovacuum's graph
-# repair), and in a small collection the lost row can be the answer itself: a CI run's
-# three-chunk collection came back without the one chunk the question was about. When the
-# index gives fewer rows than the collection holds up to :depth, the leg scans the collection
-# exactly instead (`+ 0` keeps the index out of that ORDER BY); that happens only where HNSW
-# came up short, so a healthy index costs one count of <= :depth rows.
+# has seen deletes can also come back short of live rows: deleted chunks stay in it until a
+# vacuum and take candidates' places, and pgvector 0.8.2 has races between inserts and the
+# vacuum's repair. In a small collection the lost row can be the answer itself: in a CI run a
+# three-chunk collection, rebuilt many times, came back without the one chunk the question
+# was about. When the index gives fewer rows than the collection holds up to :depth, the leg
+# scans the collection exactly instead (`+ 0` keeps the index out of that ORDER BY); that
+# happens only where HNSW came up short, so a sound index costs one count of <= :depth rows.
 _DENSE_DISTANCE = "c.embedding <=> CAST(:embedding AS vector)"
 _DENSE_TOP = f"""dense_indexed AS MATERIALIZED (
     SELECT c.id AS chunk_id, 1.0::float8 - ({_DENSE_DISTANCE}) AS sim
