@@ -19,7 +19,10 @@ from services.corpus.progress import ProgressMeter
 from services.demo.answer_key import DEMO_BEIR_FILES
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError, WorkbenchError
-from services.retrieval.evaluation import BeirFiles, EvalQuery, EvaluationOutcome, ModeReport, evaluate_beir, queue_evaluation_runs
+from services.evaluation.beir import BeirFiles, EvaluationOutcome, evaluate_beir
+from services.evaluation.measures import ModeReport
+from services.evaluation.review_runs import queue_evaluation_runs
+from services.retrieval.beir_files import EvalQuery
 from services.scoring.profiles import active_profile
 
 DEFAULT_COLLECTION = "eval"

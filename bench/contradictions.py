@@ -2,7 +2,7 @@
 
     python bench/contradictions.py [--per-class 500] [--seed 13]
 
-For every rule kind of services/answering/llm/_contradiction.py, each read on its own:
+For every rule kind of services/judging/_contradiction.py, each read on its own:
 - SQuAD 2.0: how many first answers (balanced preset, iteration 1) it flags among the
   answerable and among the unanswerable questions, on bench/pipeline.py's sample (same seed,
   same size, same questions);
@@ -93,7 +93,7 @@ def main() -> None:
         with phase("handbook: demo questions and probes", timings):
             demo, flagged, right_reflections = demo_flags(backend, settings)
         by_kind = {}
-        from services.answering.llm._contradiction import RULES, Evidence
+        from services.judging._contradiction import RULES, Evidence
 
         for kind in RULES:
             evidence = Evidence(squad["answerable"][kind], squad["unanswerable"][kind], demo[kind])
@@ -127,9 +127,9 @@ def first_answer_kinds(query: str, collection: str, backend, settings):  # type:
 
 
 def kinds_of(query: str, answer: str) -> list[str]:
-    from services.answering.llm import _lexical as lex
-    from services.answering.llm._contradiction import contradictions
-    from services.answering.llm._sentences import answer_sentences
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradictions
+    from services.judging._sentences import answer_sentences
 
     return [c.kind for c in contradictions(query, lex.query_terms(query), answer_sentences(answer))]
 

@@ -44,9 +44,9 @@ def hits_of(texts: list[tuple[str, str]]) -> list[Any]:
 
 
 def demo_latency(model: str) -> dict[str, Any]:
-    from services.answering.llm import _lexical
-    from services.answering.llm.offline import OfflineBackend
+    from services.answering.offline import OfflineBackend
     from services.corpus.chunking import chunk_text
+    from services.judging import _lexical
     from services.retrieval.embedding import encode, token_counter
 
     count = token_counter(model)
@@ -91,9 +91,9 @@ def contexts(question: dict[str, Any], by_id: dict[str, dict[str, Any]], by_titl
 def squad(n: int, seed: int, model: str, skip: int) -> dict[str, Any]:
     from sklearn.metrics import roc_auc_score
 
-    from services.answering.llm import _lexical
-    from services.answering.llm._sentences import answer_sentences
-    from services.answering.llm.offline import OfflineBackend
+    from services.answering.offline import OfflineBackend
+    from services.judging import _lexical
+    from services.judging._sentences import answer_sentences
 
     paragraphs = squad_paragraphs()
     by_id = {p["_id"]: p for p in paragraphs}
@@ -172,7 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from services.answering.llm.offline import MODEL_ID, PROMPT_VERSION
+    from services.answering.offline import MODEL_ID, PROMPT_VERSION
 
     result: dict[str, Any] = {"bench": "offline_backend", "method": MODEL_ID, "prompt_version": PROMPT_VERSION,
                               "machine": machine(), "when": today(), "load_average": os.getloadavg()[0]}

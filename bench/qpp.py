@@ -95,7 +95,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     data_dir, created, settings = prepare_store(args.data_dir)
     from services.corpus.ingest import ingest_paths
-    from services.retrieval.evaluation import DOC_DEPTH, BeirFiles, load_judged_queries
+    from services.evaluation.beir import BeirFiles, load_judged_queries
+    from services.evaluation.measures import DOC_DEPTH
     from services.scoring import qpp
     from services.scoring.pseudo_queries import sample_pseudo_queries
     from services.scoring.self_calibration import SEARCH_HITS

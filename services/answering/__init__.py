@@ -1,1 +1,1 @@
-"""Answering a question: the pipeline, the decision router, presets, stored runs, LLM backends."""
+"""Answering a question: the pipeline, the decision router, presets, stored runs, the offline backend, LLM backends (llm/)."""

@@ -11,7 +11,7 @@ from services.scoring.calibration import CalibrationReport, calibration_metrics
 
 if TYPE_CHECKING:  # only for annotations: keeps this module free of the retrieval stack
     from services.corpus.stats import DocumentInfo
-    from services.retrieval.evaluation import ModeReport
+    from services.evaluation.measures import ModeReport
 
 METRIC_LABELS = {"ndcg@10": "nDCG@10", "recall@100": "Recall@100", "mrr@10": "MRR@10"}
 MODE_COLORS = {"bm25": "#0969da", "dense": "#8250df", "hybrid": "#1a7f37"}

@@ -119,7 +119,7 @@ def evaluate(
 ) -> None:
     """nDCG@10, Recall@100, MRR@10 per mode, and how well confidence (active weights profile) predicts
     hit@10 (AUROC, ECE), before and after self-calibration."""
-    from services.retrieval.evaluation import BeirFiles, evaluate_beir
+    from services.evaluation.beir import BeirFiles, evaluate_beir
     from services.scoring.profiles import active_profile
 
     name = collection or (default_eval_collection(corpus) if corpus else "default")

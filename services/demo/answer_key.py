@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from services.corpus.stats import DEMO_DIR
-from services.retrieval.evaluation import BeirFiles, EvalQuery, load_qrels, load_queries
+from services.evaluation.beir import BeirFiles
+from services.retrieval.beir_files import EvalQuery, load_qrels, load_queries
 
 QUESTIONS_FILE = DEMO_DIR / "questions.jsonl"
 QRELS_FILE = DEMO_DIR / "qrels.tsv"

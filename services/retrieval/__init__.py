@@ -1,1 +1,1 @@
-"""Finding text: hybrid search, query text, entities, embeddings, reranking, fallback, evaluation."""
+"""Finding text: hybrid search, query text, entities, embeddings, reranking, fallback, BEIR file readers."""

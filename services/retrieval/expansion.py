@@ -23,7 +23,7 @@ _WORD = re.compile(r"[^\W_]+")
 # frequent in on-topic text, yet they find nothing new. The second group names the kind of
 # answer wanted ("What type of", "In what year", "the name of", "an example of", "What is X
 # called"): an answer gives the thing, not the word, so the offline judge does not ask an
-# answer to repeat any of these either (services/answering/llm/_lexical.py).
+# answer to repeat any of these either (services/judging/_lexical.py).
 PHRASING_WORDS = frozenset(
     """often much many long mean means meaning take takes get gets getting need needs know tell
     explain describe happen happens use used using way also else exactly possible please make makes

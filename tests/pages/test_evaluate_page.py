@@ -11,11 +11,14 @@ from streamlit.testing.v1 import AppTest
 
 from app_pages.common import as_plain
 from services.answering.llm.base import Grade, Reflection
-from services.answering.llm.offline import OfflineBackend
+from services.answering.offline import OfflineBackend
 from services.answering.runs import load_run
 from services.corpus.ingest import ingest_paths
 from services.corpus.stats import list_documents
-from services.retrieval.evaluation import EvalQuery, evaluate, load_judged_queries, load_qrels, load_queries, queue_evaluation_runs
+from services.evaluation.beir import load_judged_queries
+from services.evaluation.measures import evaluate
+from services.evaluation.review_runs import queue_evaluation_runs
+from services.retrieval.beir_files import EvalQuery, load_qrels, load_queries
 from services.review.queue import review_queue
 from services.scoring.weights import DEFAULT_PROFILE, WeightsProfile
 from tests.pages._support import open_page

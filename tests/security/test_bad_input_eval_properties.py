@@ -16,8 +16,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from services.errors import InputError
+from services.evaluation.beir import BeirFiles, load_judged_queries
 from services.retrieval.beir_files import read_qrels, read_queries
-from services.retrieval.evaluation import BeirFiles, load_judged_queries
 from services.retrieval.search import clean_query
 from tests.security._support import HOSTILE_STRINGS, MIN_CASES, SLOW_OK
 

@@ -11,12 +11,12 @@ import pytest
 
 import services
 from services.answering import pipeline
-from services.answering.llm import _lexical as lex
-from services.answering.llm._contradiction import contradiction
-from services.answering.llm._sentences import answer_sentences
-from services.answering.llm.offline import CONTRADICTION_CAP, OfflineBackend
+from services.answering.offline import CONTRADICTION_CAP, OfflineBackend
 from services.answering.runs import Run
 from services.domain import Hit
+from services.judging import _lexical as lex
+from services.judging._contradiction import contradiction
+from services.judging._sentences import answer_sentences
 from services.scoring.weights import DEFAULT_PROFILE
 
 DEMO = Path(services.__file__).parent / "demo_data"

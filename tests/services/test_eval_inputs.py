@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from services.cli import app
 from services.cli.corpus import default_eval_collection
 from services.corpus.stats import list_documents
-from services.retrieval.evaluation import BeirFiles, evaluate_beir, load_qrels
+from services.evaluation.beir import BeirFiles, evaluate_beir
+from services.retrieval.beir_files import load_qrels
 from services.scoring.weights import DEFAULT_PROFILE
 from tests.services.test_evaluation import TINY_DOCS
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.retrieval.evaluation import load_qrels, load_queries
+from services.retrieval.beir_files import load_qrels, load_queries
 
 SET_DIR = Path(__file__).resolve().parents[2] / "bench" / "data" / "python-reference"
 

@@ -15,18 +15,9 @@ from services.cli import app
 from services.corpus.ingest import ingest_paths
 from services.corpus.stats import list_documents
 from services.errors import InputError
-from services.retrieval.evaluation import (
-    DOC_DEPTH,
-    BeirFiles,
-    EvalQuery,
-    ModeReport,
-    add_self_calibration,
-    evaluate,
-    evaluate_beir,
-    load_judged_queries,
-    load_qrels,
-    load_queries,
-)
+from services.evaluation.beir import BeirFiles, evaluate_beir, load_judged_queries
+from services.evaluation.measures import DOC_DEPTH, ModeReport, add_self_calibration, evaluate
+from services.retrieval.beir_files import EvalQuery, load_qrels, load_queries
 from services.retrieval.search import default_params, search
 from services.scoring.mapping import ConfidenceMapping
 from services.scoring.pseudo_queries import DEFAULT_PSEUDO_QUERIES

@@ -14,7 +14,7 @@ from services.charts.evaluation import (
     mode_calibration,
 )
 from services.corpus.stats import DocumentInfo
-from services.retrieval.evaluation import ModeReport
+from services.evaluation.measures import ModeReport
 
 SCORES = [0.05, 0.15, 0.15, 0.95, 0.92]
 HITS = [False, False, True, True, True]

@@ -1,4 +1,4 @@
-"""The offline judge's word lists (services/answering/llm/lexicon.toml): they parse, every list
+"""The offline judge's word lists (services/judging/lexicon.toml): they parse, every list
 the judge reads is filled, holds each entry once, and is written the way the rules read it."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from services.answering.llm import _lexicon as lexicon
-from services.answering.llm._decompose import decompose
-from services.answering.llm._lexical import negations
-from services.answering.llm._morphology import related_in
-from services.answering.llm._opposites import OPPOSITES, negated_by_prefix, opposite_word, swapped_value
+from services.judging import _lexicon as lexicon
+from services.judging._decompose import decompose
+from services.judging._lexical import negations
+from services.judging._morphology import related_in
+from services.judging._opposites import OPPOSITES, negated_by_prefix, opposite_word, swapped_value
 from services.retrieval.text import tokenize
 
 # Every list of the data file, by (section, key): a list added to the file is checked too.
-RAW = tomllib.loads(resources.files("services.answering.llm").joinpath("lexicon.toml").read_text(encoding="utf-8"))
+RAW = tomllib.loads(resources.files("services.judging").joinpath("lexicon.toml").read_text(encoding="utf-8"))
 LISTS = {(section, key): value for section, entries in RAW.items() for key, value in entries.items()}
 # How the modules read them (_lexicon's typed constants), each with its (section, key).
 USED = {
@@ -118,4 +118,4 @@ def test_a_missing_list_fails_with_its_name(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_data_file_ships_with_the_package() -> None:
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "lexicon.toml" in pyproject["tool"]["setuptools"]["package-data"]["services.answering.llm"]
+    assert "lexicon.toml" in pyproject["tool"]["setuptools"]["package-data"]["services.judging"]

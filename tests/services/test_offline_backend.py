@@ -9,7 +9,7 @@ import pytest
 
 import services
 from services.answering.llm.base import create_backend, registered_backends
-from services.answering.llm.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend
+from services.answering.offline import MODEL_ID, PROMPT_VERSION, OfflineBackend
 from services.corpus.chunking import chunk_text
 from services.domain import Hit
 from services.errors import InputError
@@ -282,7 +282,7 @@ def test_every_operation_is_logged(corpus_hits) -> None:  # type: ignore[no-unty
 
 
 def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
-    from services.answering.llm import _lexical as lex
+    from services.judging import _lexical as lex
 
     terms = lex.query_terms("Which axes did the controller not calibrate?")
     assert [t.surface for t in terms if t.negation] == ["not"]
@@ -295,8 +295,8 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
 
 
 def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
-    from services.answering.llm import _lexical as lex
-    from services.answering.llm._contradiction import contradiction
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradiction
 
     query = "Which axes did the controller not calibrate?"
     terms = lex.query_terms(query)
@@ -311,8 +311,8 @@ def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -
 
 
 def test_without_asks_for_a_condition_and_is_a_kind_of_its_own() -> None:
-    from services.answering.llm import _lexical as lex
-    from services.answering.llm._contradiction import contradiction
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradiction
 
     # Issue 19, demo q06: "without false alarms" is a condition on the procedure.
     query = "How do I make collision detection more sensitive without getting false SRVO-045 alarms?"
@@ -324,8 +324,8 @@ def test_without_asks_for_a_condition_and_is_a_kind_of_its_own() -> None:
 
 
 def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contradiction() -> None:
-    from services.answering.llm import _lexical as lex
-    from services.answering.llm._contradiction import contradiction
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradiction
 
     query = "Which axis has the lowest payload rating?"
     terms = lex.query_terms(query)
@@ -339,7 +339,7 @@ def test_a_question_word_turned_around_in_the_best_matching_sentence_is_a_contra
 
 
 def test_opposite_words_are_read_only_where_written_in_lower_case() -> None:
-    from services.answering.llm._opposites import turned_around
+    from services.judging._opposites import turned_around
 
     assert turned_around("What happens before the battery swap?", "Calibration runs after the battery swap.") == (
         "before", "after")
@@ -369,7 +369,7 @@ def test_a_one_part_question_needs_one_sentence_that_names_what_it_asks_about(ba
 
 
 def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_value() -> None:
-    from services.answering.llm._opposites import swapped_value
+    from services.judging._opposites import swapped_value
 
     assert swapped_value("Which robot was retired in 2014?", "The R-30 robot was retired in 2004.") == ("2014", "2004")
     assert swapped_value("What does the third axis carry?", "The second axis carries the tool.") == ("third", "second")
@@ -385,7 +385,7 @@ def test_a_year_ordinal_or_number_other_than_the_question_names_is_a_swapped_val
 
 
 def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> None:
-    from services.answering.llm._opposites import substituted
+    from services.judging._opposites import substituted
 
     assert substituted("What do killer B cells recognize?", "Killer T cells recognize antigens.") == ("B", "T")
     assert substituted("What does the upper arm motor drive?", "The forearm motor drives the wrist.") is None  # one side only
@@ -404,7 +404,7 @@ def test_a_word_replaced_inside_the_question_s_phrase_is_a_substitution() -> Non
 
 
 def test_irregular_and_derived_forms_cover_a_question_term() -> None:
-    from services.answering.llm import _lexical as lex
+    from services.judging import _lexical as lex
 
     began = "Thus, on 1 August 1944, the Warsaw Uprising began."
     assert lex.coverage(lex.query_terms("When did the Warsaw Uprising begin?"), began) == 1.0
@@ -414,7 +414,7 @@ def test_irregular_and_derived_forms_cover_a_question_term() -> None:
 
 
 def test_a_negating_prefix_turns_a_word_around() -> None:
-    from services.answering.llm._opposites import turned_around
+    from services.judging._opposites import turned_around
 
     assert turned_around("How were non-local networks set up?", "Local area networks were set up ad hoc.") == (
         "non-local", "local")
@@ -430,8 +430,8 @@ def test_a_negating_prefix_turns_a_word_around() -> None:
 
 
 def test_unable_negates_a_question() -> None:
-    from services.answering.llm import _lexical as lex
-    from services.answering.llm._contradiction import contradiction
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradiction
 
     query = "Which cells are unable to remember pathogens?"
     terms = lex.query_terms(query)
@@ -441,7 +441,7 @@ def test_unable_negates_a_question() -> None:
 
 
 def test_a_question_naming_both_ways_is_not_negated() -> None:
-    from services.answering.llm import _lexical as lex
+    from services.judging import _lexical as lex
 
     assert not any(t.negation for t in lex.query_terms("What decides whether or not the axis moves?"))
     assert not any(t.negation for t in lex.query_terms("What limits how fast a robot may or may not move?"))
@@ -483,7 +483,7 @@ def test_an_answer_contradicting_the_question_by_a_rule_that_holds_is_neither_ap
 ])
 def test_an_answer_contradicting_the_question_by_a_soft_rule_loses_a_bounded_penalty(  # type: ignore[no-untyped-def]
         backend, answer: str, asked: str, contradicting: str, named: tuple[str, ...]) -> None:
-    from services.answering.llm.offline import CONTRADICTION_CAP
+    from services.answering.offline import CONTRADICTION_CAP
 
     straight, contradicted = _judge_both(backend, answer, asked, contradicting)
     assert CONTRADICTION_CAP < contradicted.reflection_score < straight.reflection_score
@@ -492,7 +492,7 @@ def test_an_answer_contradicting_the_question_by_a_soft_rule_loses_a_bounded_pen
 
 
 def test_rule_kinds_are_hard_only_where_they_held_on_both_corpora() -> None:
-    from services.answering.llm._contradiction import RULES
+    from services.judging._contradiction import RULES
 
     hard = {kind for kind, rule in RULES.items() if rule.hard}
     assert hard == {"negated_question", "negating_prefix", "swapped_year", "swapped_ordinal", "substituted_name"}
@@ -500,7 +500,7 @@ def test_rule_kinds_are_hard_only_where_they_held_on_both_corpora() -> None:
 
 
 def test_words_naming_the_kind_of_answer_wanted_are_not_terms_an_answer_must_repeat() -> None:
-    from services.answering.llm import _lexical as lex
+    from services.judging import _lexical as lex
 
     surfaces = [t.surface for t in lex.query_terms("In what year was the name of the valve type changed?")]
     assert surfaces == ["valve", "changed"]

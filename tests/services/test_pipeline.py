@@ -169,7 +169,7 @@ def test_answerable_squad_questions_end_more_confident_than_unanswerable(clean_d
     """The offline backend's final confidence separates SQuAD 2.0's answerable questions from
     the unanswerable ones written against the same paragraphs (bench/pipeline.py measures the
     AUROC on 500 a class; this is the direction, on 25 a class spread over the file)."""
-    from services.answering.llm.offline import OfflineBackend
+    from services.answering.offline import OfflineBackend
 
     lines = (squad_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line) for line in lines if line.strip()]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app_pages.common import REVIEWER_KEY
 from services.answering import pipeline
-from services.answering.llm.offline import OfflineBackend
+from services.answering.offline import OfflineBackend
 from services.answering.presets import get_preset
 from services.answering.runs import load_run
 from services.cli import app

@@ -18,7 +18,7 @@ from services.corpus.indexing import ensure_collection
 from services.corpus.ingest import ingest_documents
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
-from services.retrieval.evaluation import BeirFiles, evaluate_beir
+from services.evaluation.beir import BeirFiles, evaluate_beir
 from services.retrieval.search import LEG_SCORES, default_params, search
 from services.retrieval.text import STOPWORDS, tokenize
 from services.scoring.confidence import retrieval_metrics, score_retrieval

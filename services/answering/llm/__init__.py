@@ -1,1 +1,1 @@
-"""Answer backends: one interface, registered by name."""
+"""Answer backends' contract (one interface, registered by name) and the language-model backends: Claude, OpenAI-compatible."""

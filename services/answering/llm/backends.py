@@ -57,7 +57,7 @@ def backend_for(settings: Settings | None = None) -> AnswerBackend:
             max_retries=settings.llm_max_retries,
             cache=DatabaseCache(settings),
         )
-    from services.answering.llm.offline import OfflineBackend  # noqa: F401  (registers)
+    from services.answering.offline import OfflineBackend  # noqa: F401  (registers)
 
     return create_backend("offline", embedding_model=settings.embedding_model)
 

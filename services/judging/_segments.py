@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.answering.llm._words import WORD
 from services.corpus.chunking import split_sentences
+from services.judging._words import WORD
 from services.retrieval.text import tokenize
 
 _LEADING_MARKER = re.compile(r"^\s*(?:#{1,6}|[-*+]|\d{1,3}[.)])\s+")

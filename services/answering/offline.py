@@ -17,11 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from services.answering._refine import refine
 from services.answering.decisions import REFLECTION_MIN_SCORE
-from services.answering.llm import _lexical as lex
-from services.answering.llm._contradiction import contradiction as find_contradiction
-from services.answering.llm._refine import refine
-from services.answering.llm._sentences import (
+from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
+from services.domain import Hit
+from services.errors import InputError
+from services.judging import _lexical as lex
+from services.judging._contradiction import contradiction as find_contradiction
+from services.judging._sentences import (
     MARKERS,
     addressing_text,
     answer_sentences,
@@ -30,9 +33,6 @@ from services.answering.llm._sentences import (
     strip_markers,
     support_pool,
 )
-from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
-from services.domain import Hit
-from services.errors import InputError
 from services.retrieval.embedding import encode
 
 PROMPT_VERSION = "offline-1"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from services.answering.llm._lexicon import IRREGULAR_PAST
+from services.judging._lexicon import IRREGULAR_PAST
 from services.retrieval.text import tokenize
 
 # Stem of the past form -> stem of the base form.

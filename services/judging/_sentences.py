@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.answering.llm import _lexical as lex
 from services.corpus.chunking import split_sentences
 from services.domain import Hit
+from services.judging import _lexical as lex
 
 MAX_SUPPORT_SENTENCES = 200
 SUPPORT_POOL_PER_SENTENCE = 8  # chunk sentences compared with each answer sentence

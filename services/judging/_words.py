@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from services.answering.llm._lexicon import AUXILIARIES, QUESTION_WORDS
+from services.judging._lexicon import AUXILIARIES, QUESTION_WORDS
 
 __all__ = ["AUXILIARIES", "QUESTION_WORDS", "WORD", "surface"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from services.answering.llm._lexicon import (
+from services.judging._lexicon import (
     ANTONYM_PAIRS,
     CARDINAL_VALUES,
     NEGATING_PREFIXES,
@@ -21,7 +21,7 @@ from services.answering.llm._lexicon import (
     ORDINAL_WORDS,
     alternation,
 )
-from services.answering.llm._words import QUESTION_WORDS, WORD
+from services.judging._words import QUESTION_WORDS, WORD
 from services.retrieval.text import STOPWORDS, tokenize
 
 # Each antonym pair read both ways. Pairs a negating prefix already makes ("known"/"unknown")

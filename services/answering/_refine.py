@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from services.answering.llm._lexical import stems
+from services.judging._lexical import stems
 
 MAX_QUERY_CHARS = 300
 # A judge's reason quotes what the answer lacks or says instead: "answer does not mention

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from services.answering.llm._lexicon import (
+from services.judging._lexicon import (
     CLAUSE_VERBS,
     COMPARISON_WORDS,
     ENUMERATION_COPULAS,
@@ -14,7 +14,7 @@ from services.answering.llm._lexicon import (
     STEM_SUBJECTS,
     alternation,
 )
-from services.answering.llm._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
+from services.judging._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
 from services.retrieval.entities import extract_entities
 
 # A clause joined by "and" is a question of its own only when both sides have a verb (or a

@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from services.answering.llm._decompose import decompose
-from services.answering.llm._lexicon import NEGATED_AUXILIARIES, NEGATION_WORDS, alternation
-from services.answering.llm._morphology import related_in
-from services.answering.llm._segments import Segment, clean, facts, segment_chunk
-from services.answering.llm._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
+from services.judging._decompose import decompose
+from services.judging._lexicon import NEGATED_AUXILIARIES, NEGATION_WORDS, alternation
+from services.judging._morphology import related_in
+from services.judging._segments import Segment, clean, facts, segment_chunk
+from services.judging._words import AUXILIARIES, QUESTION_WORDS, WORD, surface
 from services.retrieval.entities import extract_entities, mentions
 from services.retrieval.expansion import PHRASING_WORDS
 from services.retrieval.text import STOPWORDS, tokenize

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.answering.llm._lexical import PHRASING, Term, coverage, is_negated, negations
-from services.answering.llm._opposites import negated_by_prefix, opposite_word, substitution, swapped
+from services.judging._lexical import PHRASING, Term, coverage, is_negated, negations
+from services.judging._opposites import negated_by_prefix, opposite_word, substitution, swapped
 
 # A hard rule has to flag unanswerable questions' answers at least this many times as often
 # as answerable ones' (so on a balanced sample three flags in four are right), and at least

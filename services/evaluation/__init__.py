@@ -1,0 +1,1 @@
+"""Evaluation: BEIR files in, retrieval and confidence figures out; evaluated questions answered for review."""
