@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 import streamlit as st
 
 from app_pages.common import as_plain, current_user, show_error, show_question_and_answer
-from services.answering.runs import RunStatus, load_run
+from services.answering.runs import load_run
 from services.auth import require_reviewer
+from services.domain import RunStatus
 from services.errors import ConflictError, WorkbenchError
 from services.review.queue import FLAG_REASONS, QueueFilters, QueueItem, review_queue, submit_review
 from services.scoring.calibration import Calibrator

@@ -19,18 +19,18 @@ from app_pages.common import (
     selected_preset,
     show_error,
 )
-from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
 from services.answering.pipeline import run as run_pipeline
 from services.answering.presets import PRESETS
-from services.answering.runs import Event, Iteration, Run, RunStatus, retrieval_breakdown
+from services.answering.runs import Event, Iteration, Run, retrieval_breakdown
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
 from services.charts import run as run_charts
 from services.corpus.stats import demo_questions
-from services.domain import HIT_COLUMNS, Hit, hit_rows
+from services.domain import HIT_COLUMNS, Hit, RunStatus, hit_rows
 from services.errors import WorkbenchError
 from services.review.paths import recent_runs
 from services.review.queue import send_to_review
+from services.scoring.blend import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
 from services.scoring.confidence import ConfidenceBreakdown
 
 QUERY_KEY = "ask.query"

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import empty_state, ensure_store, require_sign_in, show_error
-from services.answering.runs import STATUSES
+from services.domain import STATUSES
 from services.errors import WorkbenchError
 from services.review.days import day_range
 from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_records

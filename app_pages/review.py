@@ -22,11 +22,11 @@ from app_pages.common import (
 )
 from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
-from services.answering.runs import STATUSES, Iteration, Run, load_run, retrieval_breakdown
+from services.answering.runs import Iteration, Run, load_run, retrieval_breakdown
 from services.auth import CurrentUser, require_reviewer
 from services.charts import review as review_charts
 from services.charts.confidence import breakdown_figure
-from services.domain import Hit
+from services.domain import STATUSES, Hit
 from services.errors import ConflictError, WorkbenchError
 from services.review.days import day_range
 from services.review.queue import (

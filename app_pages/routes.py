@@ -10,8 +10,9 @@ import streamlit as st
 
 from app_pages.common import empty_state, ensure_store, require_sign_in, run_or_error, show_error
 from services.answering.presets import PRESETS
-from services.answering.runs import STATUSES, Run
+from services.answering.runs import Run
 from services.charts import run as run_charts
+from services.domain import STATUSES
 from services.errors import WorkbenchError
 from services.review.days import day_range
 from services.review.paths import RecentRun, RouteFilters, RouteStats, recent_runs, route_stats

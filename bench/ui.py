@@ -5,7 +5,7 @@
 
 A fresh embedded store in a new /tmp dir (deleted at the end unless --keep) is filled
 with synthetic runs by one INSERT ... SELECT FROM unnest(...): realistic components,
-blend signals computed by services.answering.decisions.blended_confidence (as the pipeline does),
+blend signals computed by services.scoring.blend.blended_confidence (as the pipeline does),
 levels, auto-accept statuses and reviewer verdicts. Then it times load_run_matrix,
 services.scoring.tuning.rescore (median of 50, target < 20 ms), one slider move's service work,
 and the Tuning page under streamlit's AppTest (a slider change + rerun, median of 5).
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, timings: dict[str, float]) -> dict[str, Any]:
 def synthetic_runs(n: int, n_verdicts: int, *, seed: int) -> dict[str, list[Any]]:
     """Runs shaped like the pipeline's: one latent answer quality drives the components,
     reflection, grade, CRAG verdict and the reviewers' verdicts, each with its own noise."""
-    from services.answering.decisions import blended_confidence
+    from services.scoring.blend import blended_confidence
     from services.scoring.confidence import overall
     from services.scoring.weights import DEFAULT_PROFILE
 

@@ -1,12 +1,46 @@
-"""Frozen domain objects shared by retrieval, scoring, the pipeline, pages and exports."""
+"""Frozen domain objects and the shared vocabulary (router actions, run statuses) that retrieval,
+scoring, review, the pipeline, intake, pages and exports all speak."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 RETRIEVAL_MODES = ("bm25", "dense", "hybrid")
+
+# The name of a context that names no document (+ its rank): intake gives it to such contexts,
+# document trends leave these out.
+ANONYMOUS_CONTEXT = "context "
+
+
+class RouterAction(StrEnum):
+    """What the router decides at the end of an iteration; the values are what runs store."""
+
+    COMPLETE = "COMPLETE"
+    REFINE_QUERY = "REFINE_QUERY"
+    # Seed 000 calls it WEB_FALLBACK; here it searches another collection (a FallbackSource).
+    FALLBACK_SEARCH = "FALLBACK_SEARCH"
+    DECOMPOSE = "DECOMPOSE"
+    ACCEPT_BEST = "ACCEPT_BEST"
+
+
+DECISIONS = tuple(action.value for action in RouterAction)
+FINAL_ACTIONS = (RouterAction.COMPLETE, RouterAction.ACCEPT_BEST)  # the loop stops after these
+
+
+class RunStatus(StrEnum):
+    """Where a run stands: the pipeline sets the first two, reviews the other three."""
+
+    AUTO_ACCEPTED = "auto_accepted"
+    PENDING = "pending"
+    APPROVED = "approved"
+    FLAGGED = "flagged"
+    CORRECTED = "corrected"
+
+
+STATUSES = tuple(status.value for status in RunStatus)
 
 
 @dataclass(frozen=True)

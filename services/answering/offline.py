@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from services.answering._refine import refine
-from services.answering.decisions import REFLECTION_MIN_SCORE
 from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
 from services.domain import Hit
 from services.errors import InputError
@@ -34,6 +33,7 @@ from services.judging._sentences import (
     support_pool,
 )
 from services.retrieval.embedding import encode
+from services.scoring.blend import REFLECTION_MIN_SCORE
 
 PROMPT_VERSION = "offline-1"
 MODEL_ID = "extractive-mmr-v1"

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from services.answering.decisions import FINAL_ACTIONS, RouterAction
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig, get_preset
-from services.answering.runs import Event, Iteration, Run, RunStatus, save_run
+from services.answering.runs import Event, Iteration, Run, save_run
 from services.answering.stages import INSUFFICIENT, Plan, RunSetup, auto_accepts, iterate
+from services.domain import FINAL_ACTIONS, RouterAction, RunStatus
 from services.errors import LLMError
 from services.retrieval.expansion import expansion_terms
 from services.retrieval.fallback import CollectionFallback

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from services.answering.decisions import REFLECTION_MIN_SCORE, RouterThresholds
+from services.answering.decisions import RouterThresholds
 from services.errors import InputError
+from services.scoring.blend import REFLECTION_MIN_SCORE
 from services.scoring.crag import CragConfig
 
 

@@ -19,9 +19,8 @@ from sqlalchemy.orm import Session
 
 from db.models import LLMCallRow, RunEvent, RunIteration
 from db.models import Run as RunRow
-from services.answering.decisions import RouterAction
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
-from services.domain import Hit, RetrievalResult
+from services.domain import Hit, RetrievalResult, RouterAction, RunStatus
 from services.errors import InputError, NotFoundError
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
@@ -31,19 +30,6 @@ from services.store import transaction
 
 E = TypeVar("E", bound=StrEnum)
 T = TypeVar("T")
-
-
-class RunStatus(StrEnum):
-    """Where a run stands: the pipeline sets the first two, reviews the other three."""
-
-    AUTO_ACCEPTED = "auto_accepted"
-    PENDING = "pending"
-    APPROVED = "approved"
-    FLAGGED = "flagged"
-    CORRECTED = "corrected"
-
-
-STATUSES = tuple(status.value for status in RunStatus)
 
 
 def _member(enum: type[E], value: str, what: str) -> E:

@@ -14,16 +14,17 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.answering import decisions
-from services.answering.decisions import Decision, RouterAction
+from services.answering.decisions import Decision
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
 from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
-from services.domain import Hit, RetrievalResult
+from services.domain import Hit, RetrievalResult, RouterAction
 from services.errors import LLMError
 from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
+from services.scoring.blend import blended_confidence
 from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
 from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.settings import Settings
@@ -206,7 +207,7 @@ def blend(ctx: IterationContext, result: RetrievalResult, scored: Scored, answer
     """The final confidence of this iteration and the signals it was blended from."""
     heuristic = decisions.heuristic_confidence(result.hits, answer, ctx.setup.query)
     reflection, grade = judgement.reflection, judgement.grade
-    blended, signals = decisions.blended_confidence(
+    blended, signals = blended_confidence(
         retrieval=scored.retrieval_confidence, reflection=reflection.reflection_score if reflection else None,
         grade=grade.score if grade else None, heuristic=heuristic)
     if not answer:

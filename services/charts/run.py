@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from services.answering.decisions import REFLECTION_MIN_SCORE, RouterAction
-from services.answering.runs import Event, Run, RunStatus
+from services.answering.runs import Event, Run
+from services.domain import RouterAction, RunStatus
 from services.review.paths import START, RoutePath, count_routes, count_transitions
+from services.scoring.blend import REFLECTION_MIN_SCORE
 
 DECISION_COLORS: dict[str, str] = {
     RouterAction.COMPLETE: "#1a7f37",

@@ -14,10 +14,10 @@ from sqlalchemy import text
 from services.answering import pipeline
 from services.answering.llm.backends import backend_for
 from services.answering.presets import PRESETS
-from services.answering.runs import RunStatus
 from services.corpus.ingest import IngestProgress, IngestSummary, ingest_paths
 from services.demo._cores import one_torch_thread, start_store_and_model
 from services.demo.answer_key import CORPUS_DIR, DemoQuestion, answer_key, demo_document_ids, key_verdict
+from services.domain import RunStatus
 from services.errors import InputError
 from services.review.queue import ANSWER_KEY_REVIEWER, submit_review
 from services.settings import Settings, get_settings

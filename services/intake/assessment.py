@@ -19,12 +19,11 @@ from typing import Any
 import numpy as np
 
 from services.answering import stages
-from services.answering.decisions import RouterAction
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig, get_preset
-from services.answering.runs import Event, Iteration, RunStatus
-from services.domain import RetrievalResult
+from services.answering.runs import Event, Iteration
+from services.domain import RetrievalResult, RouterAction, RunStatus
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
 from services.scoring.profiles import ScoringProfile
 from services.settings import Settings

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.corpus.indexing import find_collection, indexed_text
-from services.domain import Hit, RetrievalResult
+from services.domain import ANONYMOUS_CONTEXT, Hit, RetrievalResult
 from services.intake.schema import ExternalContext
 from services.retrieval import embedding
 from services.retrieval.entities import extract_entities
@@ -40,9 +40,6 @@ from services.retrieval.search import BM25_CTES, BM25_IMPACT, COLLECTION_CTE
 from services.retrieval.text import term_counts, tokenize
 from services.scoring.confidence import SINGLE_LEG_AGREEMENT
 from services.settings import Settings
-
-# The name of a context that names no document (+ its rank); document trends leave these out.
-ANONYMOUS_CONTEXT = "context "
 
 CRAG_TOP_HITS = 3
 EXTERNAL_MODE = "external"  # the retrieval mode of imported hits: the source system retrieved them

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from services.domain import ANONYMOUS_CONTEXT
 from services.errors import InputError
-from services.intake.context_scores import ANONYMOUS_CONTEXT
 
 LOW_LEVELS = ("LOW", "VERY LOW")
 

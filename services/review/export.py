@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.answering.runs import STATUSES
+from services.domain import STATUSES
 from services.errors import InputError
 from services.retrieval.text import require_storable
 from services.review.days import day_end, day_start

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from sqlalchemy import text
 
-from services.answering.decisions import RouterAction
+from services.domain import RouterAction
 from services.errors import InputError
 from services.store import transaction
 

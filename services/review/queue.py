@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 
 from db.models import ReviewHistory
 from db.models import Run as RunRow
-from services.answering.runs import RunStatus
+from services.domain import RunStatus
 from services.errors import ConflictError, InputError, NotFoundError
 from services.retrieval.text import require_storable
 from services.store import transaction

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from services.answering.decisions import BLEND_WEIGHTS, REFLECTION_MIN_SCORE
+from services.scoring.blend import BLEND_WEIGHTS, REFLECTION_MIN_SCORE
 from services.scoring.calibration import CalibrationReport, calibration_metrics
 from services.scoring.weights import COMPONENTS, LEVELS, WeightsProfile
 from services.store import transaction
@@ -121,7 +121,7 @@ def _matrix_from_rows(rows: Any) -> RunMatrix:
 # --- scoring ------------------------------------------------------------------------------
 
 def rescore(matrix: RunMatrix, profile: WeightsProfile) -> np.ndarray:
-    """Final confidence of every run under `profile`: services.answering.decisions.blended_confidence,
+    """Final confidence of every run under `profile`: services.scoring.blend.blended_confidence,
     vectorized (absent signals drop out and the rest renormalize; the heuristic stands in
     only where reflection and grade are both absent), capped at retrieval where nothing
     was answered, as the pipeline does."""

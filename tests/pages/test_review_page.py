@@ -320,7 +320,7 @@ def review_page():  # type: ignore[no-untyped-def]
 
 
 def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
-    from services.answering.runs import STATUSES
+    from services.domain import STATUSES
     from services.errors import InputError
 
     page = review_page()

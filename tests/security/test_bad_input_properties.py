@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from services.answering.runs import STATUSES
 from services.corpus.ingest import ingest_uploads
-from services.domain import RetrievalResult
+from services.domain import STATUSES, RetrievalResult
 from services.errors import ConflictError, InputError, NotFoundError
 from services.retrieval.search import clean_query, default_params, search
 from services.retrieval.text import unstorable_char

@@ -6,18 +6,9 @@ import dataclasses
 
 import pytest
 
-from services.answering.decisions import (
-    DECISIONS,
-    RouterAction,
-    RouterState,
-    RouterThresholds,
-    blend_terms,
-    blended_confidence,
-    decide,
-    heuristic_confidence,
-    query_complexity,
-)
-from services.domain import Hit
+from services.answering.decisions import RouterState, RouterThresholds, decide, heuristic_confidence, query_complexity
+from services.domain import DECISIONS, Hit, RouterAction
+from services.scoring.blend import blend_terms, blended_confidence
 
 BASE = RouterState(confidence=0.5, source_count=8, query_complexity="simple", iteration=1, max_iterations=3,
                    reflection_approved=False, has_gaps=True, fallback_available=True)

@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
-from services.answering.decisions import RouterAction
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
-from services.answering.runs import STATUSES, Event, Iteration, Run, RunStatus, load_run, save_run
-from services.domain import Hit, RetrievalResult
+from services.answering.runs import Event, Iteration, Run, load_run, save_run
+from services.domain import STATUSES, Hit, RetrievalResult, RouterAction, RunStatus
 from services.errors import InputError
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
 from services.store import transaction

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from services.answering.decisions import blended_confidence
+from services.scoring.blend import blended_confidence
 from services.scoring.confidence import overall
 from services.scoring.tuning import RunMatrix, compare_profiles, level_changes, levels, load_run_matrix, rescore, triage
 from services.scoring.weights import COMPONENTS, DEFAULT_PROFILE, DEFAULT_WEIGHTS, LEVELS, WeightsProfile

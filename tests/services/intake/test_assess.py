@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from services.answering import pipeline
-from services.answering.runs import RunStatus
+from services.domain import RunStatus
 from services.intake.assess import assess_chunks, assess_record, imported_run
 from services.intake.assessment import ASSESSED_REASON
 from services.intake.context_scores import EXTERNAL_MODE
