@@ -14,17 +14,20 @@ run: $(STAMPS)/install
 test: $(STAMPS)/install-dev $(STAMPS)/browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 # The quick loop: everything but the tests marked slow (SQuAD-scale, browser, pipeline quality).
 test-fast: $(STAMPS)/install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -m "not slow"
 
 lint: $(STAMPS)/install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
