@@ -183,6 +183,7 @@ class Run(Base):
     corrected_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
     flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     review_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    p_supported: Mapped[float | None] = mapped_column(Float, nullable=True)  # the judge's, on the best iteration
     # Set on runs assessed from another system's record: its trace id and metadata.
     trace_id: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
     external: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
@@ -225,6 +226,7 @@ class RunIteration(Base):
     citations: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
     reflection: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     grade: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)  # services.judging.Verdict
     gaps: Mapped[list[str]] = mapped_column(JSONB, default=list)
     decision: Mapped[str] = mapped_column(Text)
     decision_reason: Mapped[str] = mapped_column(Text, default="")
@@ -279,6 +281,21 @@ class LLMCacheRow(Base):
     response: Mapped[dict[str, Any]] = mapped_column(JSONB)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class JudgeModelRow(Base):
+    """A judge model refitted from reviewers' verdicts (services.judging.refit); the active one
+    replaces the shipped coefficients. Versions are never overwritten."""
+
+    __tablename__ = "judge_models"
+    __table_args__ = (Index("judge_models_one_active", "active", unique=True, postgresql_where=text("active")),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(Text, unique=True)
+    model: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    active: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    created_by: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

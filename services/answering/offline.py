@@ -3,16 +3,14 @@
 It is a deterministic method, not a language model. An answer is up to `max_sentences`
 sentences taken verbatim from the retrieved chunks, picked by Maximal Marginal Relevance
 over a blend of embedding similarity and query-term overlap, each followed by `[n]`, the
-1-based position of its chunk. Reflection, grading and gap finding measure the same two
-things an LLM judge would be asked about: is every sentence supported by a chunk, and does
-the answer address what the question asks.
+1-based position of its chunk. Reflection and grading are the offline judge's
+(services.judging): is what each sentence adds supported by a chunk, and does the answer
+address what the question asks.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,21 +19,15 @@ from services.answering._refine import refine
 from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
 from services.domain import Hit
 from services.errors import InputError
+from services.judging import Verdict, judge_answer
 from services.judging import _lexical as lex
-from services.judging._contradiction import contradiction as find_contradiction
-from services.judging._sentences import (
-    MARKERS,
-    addressing_text,
-    answer_sentences,
-    chunk_sentences,
-    sentence_support,
-    strip_markers,
-    support_pool,
-)
-from services.retrieval.embedding import encode
+from services.judging._sentences import MARKERS, answer_sentences, chunk_sentences, strip_markers
+from services.judging.adequacy import grade_answer
+from services.judging.features import COSINE_ANSWERING, COSINE_UNRELATED
+from services.judging.vectors import cached_embedder
 from services.scoring.blend import REFLECTION_MIN_SCORE
 
-PROMPT_VERSION = "offline-1"
+PROMPT_VERSION = "offline-2"  # 2: judged by services.judging (claims, atoms, fitted P(supported))
 MODEL_ID = "extractive-mmr-v1"
 
 # Sentence relevance to the query. Cosine alone ranks fluent paraphrases of the question's
@@ -50,39 +42,6 @@ MAX_CANDIDATES = 80  # sentences read per query, in chunk rank order (segmenting
 # the cost (~10 ms a sentence on an idle 2-core CPU). On SQuAD, 20 lost no answer recall.
 EMBED_AT_MOST = 32
 NEAR_DUPLICATE = 0.9  # cosine at which two sentences with the same numbers and codes say the same
-
-# reflection_score = 0.4 grounding + 0.35 coverage + 0.25 relevance. Grounding leads, as
-# it is what reflection is for, but an extractive answer is grounded by construction, so on
-# its own it cannot tell a good answer from a quoted irrelevance: coverage (does the
-# answer mention what the question names) carries almost as much, and semantic relevance,
-# which is noisier (paraphrases score high, so do on-topic non-answers), the least.
-GROUNDING_WEIGHT = 0.4
-COVERAGE_WEIGHT = 0.35
-RELEVANCE_WEIGHT = 0.25
-SUPPORTED = 0.6  # every sentence at least this -> answer_grounded
-UNSUPPORTED = 0.4  # any sentence below this -> hallucination_detected
-# One unsupported sentence among well-covering ones still averages to ~0.8; an answer with
-# a claim the chunks do not support must never pass the threshold, whatever else it does.
-HALLUCINATION_CAP = 0.75
-# An answer whose best-matching sentence contradicts what was asked (a positive statement
-# for a negated question, "highest" for "lowest", 2004 for 2014, "T cells" for "B cells") is
-# grounded and covers the question's words, yet does not answer it. Where the rule that
-# found it holds on both measured corpora (_contradiction.RULES) it scores no better than an
-# unsupported claim and grades "poor".
-CONTRADICTION_CAP = UNSUPPORTED
-CONTRADICTION_GRADE_CAP = 2
-# Where the rule also flags right answers (on the handbook, or too many answerable SQuAD
-# questions), the contradiction is a soft signal: the reflection loses this much, the grade
-# nothing. The median right handbook answer reflects at 0.90 (bench/contradictions.py,
-# right_reflection), so a soft flag alone leaves it at the review threshold
-# (REFLECTION_MIN_SCORE, 0.8), still approved; a larger penalty would queue typical right
-# answers for review on the flag alone.
-SOFT_CONTRADICTION_PENALTY = 0.1
-# MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
-COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
-
-_CACHE_SIZE = 8192
-
 
 class OfflineBackend(AnswerBackend):
     """Extractive answers and lexical-semantic judgements; no language model is involved."""
@@ -101,9 +60,8 @@ class OfflineBackend(AnswerBackend):
         self.embedding_model = embedding_model
         self.max_sentences = max_sentences
         self.mmr_lambda = mmr_lambda
-        # Reflection re-reads the sentences generation just embedded: keep their vectors.
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        # The judge re-reads the sentences generation just embedded: one cache for both.
+        self._embed = cached_embedder(embedding_model)
 
     @property
     def model(self) -> str:
@@ -182,57 +140,18 @@ class OfflineBackend(AnswerBackend):
 
     # --- judging --------------------------------------------------------------------------
 
+    def judge(self, query: str, answer: str, chunks: Sequence[Hit]) -> Verdict:
+        """The offline judge (services.judging) on the chunks' texts."""
+        return judge_answer(query, answer, [c.text for c in chunks], embed=self._embed)
+
     def _reflect(self, query: str, answer: str, chunks: list[Hit]) -> Reflection:
-        sentences = answer_sentences(answer)
-        cited = sorted({int(n) for group in MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
-        if not sentences:
-            return Reflection(False, False, 0.0, tuple(map(str, cited)), "no answer was produced", True, ())
-        plain = " ".join(sentences)
-        pool = support_pool(sentences, chunks)
-        vectors = self._embed([query, plain, *sentences, *pool])  # one batch; most are cached already
-        support = sentence_support(sentences, vectors[2:2 + len(sentences)], pool, vectors[2 + len(sentences):])
-        grounding = float(np.mean(support))
-        terms = lex.query_terms(query)
-        addressing = addressing_text(query, terms, sentences)
-        coverage = lex.coverage(terms, addressing)
+        return reflection_from_verdict(self.judge(query, answer, chunks), answer)
+
+    def _grade(self, query: str, answer: str) -> Grade:
+        plain = " ".join(answer_sentences(answer))
         relevance = self._relevance(query, plain)
-        score = GROUNDING_WEIGHT * grounding + COVERAGE_WEIGHT * coverage + RELEVANCE_WEIGHT * relevance
-        if min(support) < UNSUPPORTED:
-            score = min(score, HALLUCINATION_CAP)
-        contradiction = find_contradiction(query, terms, sentences)
-        if contradiction is not None:
-            score = (min(score, CONTRADICTION_CAP) if contradiction.hard
-                     else max(0.0, score - SOFT_CONTRADICTION_PENALTY))
-        deficits = {"grounding": GROUNDING_WEIGHT * (1 - grounding), "coverage": COVERAGE_WEIGHT * (1 - coverage),
-                    "relevance": RELEVANCE_WEIGHT * (1 - relevance)}
-        weakest = max(deficits, key=lambda k: deficits[k])
-        absent = lex.missing(terms, [addressing])
-        low = int(np.argmin(support))
-        weak_sentence = f"sentence {low + 1} is weakly supported ({support[low]:.2f})"
-        if support[low] < UNSUPPORTED:  # an unsupported claim outranks everything else
-            reason = weak_sentence + (f"; answer does not mention {lex.quoted_list(absent)}" if absent else "")
-        elif contradiction is not None:
-            reason = contradiction.reason
-        elif weakest == "coverage" and absent:
-            reason = (f"answer does not mention {lex.quoted_list(absent)} from the question" if addressing == plain
-                      else f"no sentence of the answer names all the question asks about: the closest "
-                           f"does not mention {lex.quoted_list(absent)}")
-        elif weakest == "relevance":
-            reason = f"answer is only loosely related to the question (relevance {relevance:.2f})"
-        else:
-            reason = (weak_sentence if support[low] < SUPPORTED
-                      else f"every sentence is supported by the chunks (lowest {support[low]:.2f})")
-        if score >= REFLECTION_MIN_SCORE:
-            reason = f"answer is grounded and addresses the question; weakest part: {reason}"
-        return Reflection(
-            answer_grounded=bool(min(support) >= SUPPORTED),
-            hallucination_detected=bool(min(support) < UNSUPPORTED),
-            reflection_score=round(float(score), 4),
-            sources_cited=tuple(map(str, cited)),
-            reflection_reason=reason,
-            needs_regeneration=bool(score < REFLECTION_MIN_SCORE),
-            sentence_support=tuple(round(float(s), 4) for s in support),
-        )
+        adequacy = grade_answer(query, answer, relevance=relevance)
+        return Grade(adequacy.score, adequacy.gaps, adequacy.refinements)
 
     def _relevance(self, query: str, answer: str) -> float:
         """cos(query, answer) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
@@ -242,47 +161,20 @@ class OfflineBackend(AnswerBackend):
         cosine = float(vectors[0] @ vectors[1])
         return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
-    def _grade(self, query: str, answer: str) -> Grade:
-        sentences = answer_sentences(answer)
-        plain = " ".join(sentences)  # as reflect reads it: its embedding is cached
-        terms = lex.query_terms(query)
-        addressing = addressing_text(query, terms, sentences)
-        coverage = lex.coverage(terms, addressing) if plain else 0.0
-        relevance = self._relevance(query, plain)
-        if not plain:
-            score = 1
-        elif coverage >= 0.9 and relevance >= 0.7:
-            score = 5
-        elif coverage >= 0.7 and relevance >= 0.5:
-            score = 4
-        elif coverage >= 0.5 or (coverage >= 0.3 and relevance >= 0.5):
-            score = 3
-        elif coverage > 0 or relevance >= 0.3:
-            score = 2
-        else:
-            score = 1
-        contradiction = find_contradiction(query, terms, sentences)
-        if contradiction is not None and contradiction.hard:
-            score = min(score, CONTRADICTION_GRADE_CAP)
-        gaps = lex.missing(terms, [addressing])
-        # A follow-up query per gap: the missing term first, with the question's other terms.
-        refinements = tuple(" ".join([gap, *[t.surface for t in terms if t.surface != gap][:4]]) for gap in gaps[:3])
-        return Grade(score, tuple(gaps), refinements)
 
-    # --- embeddings -----------------------------------------------------------------------
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors for `texts`, encoding only those not seen before, in one batch."""
-        with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-            if missing:
-                for text, vector in zip(missing, encode(self.embedding_model, missing), strict=True):
-                    self._vectors[text] = vector
-                while len(self._vectors) > _CACHE_SIZE:
-                    self._vectors.popitem(last=False)
-            for text in texts:
-                self._vectors.move_to_end(text)
-            return np.stack([self._vectors[t] for t in texts])
+def reflection_from_verdict(verdict: Verdict, answer: str) -> Reflection:
+    """Seed 004's grounding JSON read off the judge's verdict: the score is P(supported), and
+    grounded, hallucinated and the reason all come from the same claims, so they agree."""
+    cited = sorted({int(n) for group in MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
+    return Reflection(
+        answer_grounded=verdict.grounded,
+        hallucination_detected=bool(verdict.unsupported_words) or any(c.reversed for c in verdict.claims),
+        reflection_score=verdict.p_supported,
+        sources_cited=tuple(map(str, cited)),
+        reflection_reason=verdict.reason,
+        needs_regeneration=verdict.p_supported < REFLECTION_MIN_SCORE,
+        sentence_support=tuple(c.support for c in verdict.claims),
+    )
 
 
 register_backend("offline", OfflineBackend)

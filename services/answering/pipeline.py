@@ -20,13 +20,14 @@ from services.answering.runs import Event, Iteration, Run, save_run
 from services.answering.stages import INSUFFICIENT, Plan, RunSetup, auto_accepts, iterate
 from services.domain import FINAL_ACTIONS, RouterAction, RunStatus
 from services.errors import LLMError
+from services.judging.refit import active_model
 from services.retrieval.expansion import expansion_terms
 from services.retrieval.fallback import CollectionFallback
 from services.retrieval.search import clean_query
 from services.scoring.crag import FallbackSource
 from services.scoring.weights import WeightsProfile
 from services.settings import Settings, get_settings
-from services.store import transaction
+from services.store import read_transaction, transaction
 
 EventCallback = Callable[[Event], None]
 GAP_QUERY_LIMIT = 2
@@ -81,7 +82,9 @@ def run(
         fallback = CollectionFallback(config.fallback_collection, settings)
     emit = _Emitter(on_event)
     emit("adaptive_refinement_start", f"Answering with the {preset} preset", preset=preset, backend=backend.name)
-    setup = RunSetup(query, config, weights_profile, backend, fallback, collection, settings, emit)
+    with read_transaction(settings) as session:
+        judge_model = active_model(session=session)
+    setup = RunSetup(query, config, weights_profile, backend, fallback, collection, settings, emit, judge_model)
 
     iterations: list[Iteration] = []
     plan = Plan((query,))

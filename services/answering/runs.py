@@ -22,6 +22,7 @@ from db.models import Run as RunRow
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.domain import Hit, RetrievalResult, RouterAction, RunStatus
 from services.errors import InputError, NotFoundError
+from services.judging import ClaimCheck, Verdict
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
 from services.scoring.profiles import profile_for_run
@@ -77,6 +78,7 @@ class Iteration:
     latency_ms: dict[str, float]
     errors: tuple[dict[str, str], ...] = ()
     llm_calls: tuple[LLMCall, ...] = ()
+    verdict: Verdict | None = None  # the judge's (services.judging), None where no answer was judged
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decision", _member(RouterAction, self.decision, "decision"))
@@ -136,12 +138,19 @@ class Run:
         """The iteration the final answer came from; None when the run was stored without it."""
         return next((it for it in self.iterations if it.ordinal == self.best_iteration), None)
 
+    @property
+    def p_supported(self) -> float | None:
+        """The judge's P(answer supported) on the final answer; None when it was not judged."""
+        best = self.best()
+        return best.verdict.p_supported if best is not None and best.verdict is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
         data["crag_verdict"] = self.crag_verdict.value if self.crag_verdict is not None else None
         data["route"] = [action.value for action in self.route]
         data["iterations"] = [i.to_dict() for i in self.iterations]
+        data["p_supported"] = self.p_supported
         data["events"] = [e.to_dict() for e in self.events]
         data["created_at"] = self.created_at.isoformat() if self.created_at else None
         return data
@@ -159,7 +168,7 @@ def save_run(run: Run, *, session: Session) -> int:
         route=[action.value for action in run.route], best_iteration=run.best_iteration,
         iterations_count=len(run.iterations), weights_profile_id=run.weights_profile_id,
         weights_profile=run.weights_profile, config=run.config, outcome_note=run.outcome_note, latency_ms=run.latency_ms,
-        trace_id=run.trace_id, external=run.external,
+        trace_id=run.trace_id, external=run.external, p_supported=run.p_supported,
     )
     session.add(row)
     session.flush()
@@ -223,7 +232,14 @@ def _iteration_from_row(it: RunIteration, calls: tuple[LLMCall, ...]) -> Iterati
         grade=_from_json(Grade, it.grade) if it.grade else None, gaps=tuple(it.gaps),
         decision=_member(RouterAction, it.decision, "decision"), decision_reason=it.decision_reason, signals=it.signals,
         latency_ms=it.latency_ms, errors=tuple(it.errors), llm_calls=calls,
+        verdict=_verdict_from_json(it.verdict) if it.verdict else None,
     )
+
+
+def _verdict_from_json(data: Mapping[str, Any]) -> Verdict:
+    return _from_json(Verdict, data, features=dict(data.get("features", {})), claims=tuple(
+        _from_json(ClaimCheck, c, reversed=tuple(c["reversed"]) if c.get("reversed") else None)
+        for c in data.get("claims", ())))
 
 
 _CALL_FIELDS = tuple(LLMCall.__dataclass_fields__)

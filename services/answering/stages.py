@@ -16,11 +16,15 @@ from sqlalchemy.orm import Session
 from services.answering import decisions
 from services.answering.decisions import Decision
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
+from services.answering.offline import reflection_from_verdict
 from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult, RouterAction
 from services.errors import LLMError
+from services.judging import Verdict, judge_answer
+from services.judging.model import JudgeModel
+from services.judging.vectors import cached_embedder
 from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
@@ -59,6 +63,7 @@ class RunSetup:
     collection: str
     settings: Settings
     emit: Emit
+    judge_model: JudgeModel | None = None  # the active refitted judge; None: the shipped one
 
 
 @dataclass
@@ -106,6 +111,7 @@ class Judgement:
     reflection: Reflection | None
     grade: Grade | None
     gaps: tuple[str, ...]
+    verdict: Verdict | None = None
 
 
 def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, decomposed: bool) -> Iteration:
@@ -184,10 +190,21 @@ def generate(ctx: IterationContext, chunks: Sequence[Hit]) -> Generation | None:
 
 
 def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieved: bool) -> Judgement:
+    """The judge's verdict on the answer (services.judging, whatever the backend), the
+    backend's reflection (a language model's own, or the verdict read as one) and grade, and
+    the gaps."""
     setup, config, backend, query = ctx.setup, ctx.setup.config, ctx.setup.backend, ctx.setup.query
+    verdict = None
+    if answer and (config.enable_self_reflection or config.enable_answer_grading):
+        embed = cached_embedder(setup.settings.embedding_model)
+        verdict = ctx.timed("judging", lambda: judge_answer(query, answer, [c.text for c in chunks], embed=embed,
+                                                                  model=setup.judge_model))
+        setup.emit("answer_judged", verdict.reason, p_supported=verdict.p_supported, label=verdict.label,
+                   unsupported=list(verdict.unsupported_words))
     reflection = None
-    if config.enable_self_reflection and answer:
-        reflection = ctx.guarded("reflection", lambda: backend.reflect(query, answer, chunks))
+    if config.enable_self_reflection and answer and verdict is not None:
+        reflection = (ctx.guarded("reflection", lambda: backend.reflect(query, answer, chunks)) if backend.is_llm
+                      else reflection_from_verdict(verdict, answer))
         if reflection is not None:
             setup.emit("reflection_complete", reflection.reflection_reason, reflection_score=reflection.reflection_score,
                        grounded=reflection.answer_grounded)
@@ -199,7 +216,7 @@ def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieve
         gaps = ctx.guarded("gaps", lambda: backend.identify_gaps(query, answer, chunks)) or []
         if gaps:
             setup.emit("gaps_identified", f"{len(gaps)} gap(s): {', '.join(gaps[:3])}", gaps=gaps)
-    return Judgement(reflection, grade, tuple(gaps))
+    return Judgement(reflection, grade, tuple(gaps), verdict)
 
 
 def blend(ctx: IterationContext, result: RetrievalResult, scored: Scored, answer: str,
@@ -241,10 +258,12 @@ def decide(ctx: IterationContext, blended: float, result: RetrievalResult, judge
 
 def auto_accepts(best: Iteration, *, level: str, config: FeatureConfig) -> bool:
     """The one rule that lets a run skip the review queue (the pipeline's runs and assessed
-    imports alike): HIGH confidence, CRAG CORRECT, reflection approved, and an answer."""
+    imports alike): HIGH confidence, CRAG CORRECT, reflection approved, an answer, and the
+    judge sure it is supported (P(supported) at its model's accept_at, nothing invented)."""
     reflection_ok = bool(best.reflection and best.reflection.reflection_score >= config.reflection_min_score)
     crag_ok = bool(best.crag and best.crag.verdict == RetrievalVerdict.CORRECT)
-    return level == "HIGH" and crag_ok and reflection_ok and bool(best.answer)
+    judge_ok = best.verdict is None or best.verdict.auto_accept
+    return level == "HIGH" and crag_ok and reflection_ok and judge_ok and bool(best.answer)
 
 
 def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, verdict: CragVerdict | None,
@@ -257,7 +276,7 @@ def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, v
         crag=verdict, answer=generation.answer if generation else "",
         citations=generation.citations if generation else (), reflection=judgement.reflection, grade=judgement.grade,
         gaps=judgement.gaps, decision=decision.action, decision_reason=decision.reason, signals=signals,
-        latency_ms=ctx.latency, errors=tuple(ctx.errors), llm_calls=tuple(ctx.calls),
+        latency_ms=ctx.latency, errors=tuple(ctx.errors), llm_calls=tuple(ctx.calls), verdict=judgement.verdict,
     )
 
 

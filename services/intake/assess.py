@@ -30,6 +30,7 @@ from services.intake.chunk_scores import score_chunks
 from services.intake.context_scores import score_contexts
 from services.intake.intake import QueuedRecord, count_queued, mark_assessed, mark_failed, next_queued
 from services.intake.schema import ExternalRun
+from services.judging.refit import active_model
 from services.retrieval.search import clean_query, default_params
 from services.scoring.profiles import ScoringProfile, active_profile
 from services.settings import Settings, get_settings
@@ -56,7 +57,8 @@ def assess_record(record: ExternalRun, *, session: Session, judges: bool = True,
                             need_vectors=judges)
     return assess_hits(query, record.answer, scored.result, scored.vectors, judges=judges, collection=collection,
                        backend=backend, profile=profile or active_profile(session=session), settings=settings,
-                       events=events, scores=scored.scores, not_computed=scored.not_computed)
+                       events=events, scores=scored.scores, not_computed=scored.not_computed,
+                       judge_model=active_model(session=session))
 
 
 def assess_chunks(query: str, chunk_ids: Sequence[int], *, collection: str = "default", answer: str = "",
@@ -77,7 +79,8 @@ def assess_chunks(query: str, chunk_ids: Sequence[int], *, collection: str = "de
     scored = score_chunks(query, chunk_ids, params, session=session, settings=settings)
     return assess_hits(scored.result.query, answer, scored.result, scored.vectors, judges=judges,
                        collection=collection, backend=backend, profile=profile or active_profile(session=session),
-                       settings=settings, events=events, scores={}, not_computed={})
+                       settings=settings, events=events, scores={}, not_computed={},
+                       judge_model=active_model(session=session))
 
 
 def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, collection: str,
@@ -89,6 +92,8 @@ def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, co
         note = "the record came with no contexts: the answer could not be checked against any source"
     elif not record.answer:
         note = "the source system gave no answer (it abstained)"
+    elif it.verdict is not None:
+        note = f"{ASSESSED_REASON}; judge: {it.verdict.label}, {it.verdict.reason}"
     else:
         note = ASSESSED_REASON
     return Run(

@@ -24,6 +24,7 @@ from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig, get_preset
 from services.answering.runs import Event, Iteration
 from services.domain import RetrievalResult, RouterAction, RunStatus
+from services.judging.model import JudgeModel
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
 from services.scoring.profiles import ScoringProfile
 from services.settings import Settings
@@ -81,6 +82,7 @@ class Assessment:
             "signals": it.signals, "not_computed": self.not_computed, "scores": self.scores, "judges": self.judges,
             "crag": it.crag.to_dict() if it.crag else None,
             "reflection": asdict(it.reflection) if it.reflection else None,
+            "verdict": it.verdict.to_dict() if it.verdict else None,
             "grade": {"score": it.grade.score, "label": it.grade.label, "gaps": list(it.grade.gaps)} if it.grade else None,
             "gaps": list(it.gaps), "errors": list(it.errors), "hits": [h.to_dict() for h in it.hits],
             "backend": self.backend, "model": self.model,
@@ -89,11 +91,13 @@ class Assessment:
 
 def assess_hits(query: str, answer: str, result: RetrievalResult, vectors: np.ndarray | None, *, judges: bool,
                 collection: str, backend: AnswerBackend | None, profile: ScoringProfile, settings: Settings,
-                events: Events, scores: dict[str, str], not_computed: dict[str, str]) -> Assessment:
-    """Judge `answer` on `result`'s hits (`vectors`: their embeddings, for CRAG) and blend."""
+                events: Events, scores: dict[str, str], not_computed: dict[str, str],
+                judge_model: JudgeModel | None = None) -> Assessment:
+    """Judge `answer` on `result`'s hits (`vectors`: their embeddings, for CRAG) and blend;
+    `judge_model`: the active refitted judge (services.judging.refit), None for the shipped one."""
     config = assessment_config(judges=judges, mode=result.mode)
     backend = backend or backend_for(settings)
-    setup = stages.RunSetup(query, config, profile.weights, backend, None, collection, settings, events)
+    setup = stages.RunSetup(query, config, profile.weights, backend, None, collection, settings, events, judge_model)
     ctx = stages.IterationContext(setup, 1, stages.Plan((query,)))
     scored = stages.score(ctx, result)
     verdict, chunks = stages.correct(ctx, result, vectors)
@@ -108,6 +112,7 @@ def assess_hits(query: str, answer: str, result: RetrievalResult, vectors: np.nd
         level=level, crag=verdict, answer=answer, citations=(), reflection=judgement.reflection,
         grade=judgement.grade, gaps=judgement.gaps, decision=RouterAction.ACCEPT_BEST, decision_reason=ASSESSED_REASON,
         signals=signals, latency_ms=ctx.latency, errors=tuple(ctx.errors), llm_calls=tuple(ctx.calls),
+        verdict=judgement.verdict,
     )
     auto = stages.auto_accepts(iteration, level=level, config=config)
     status = RunStatus.AUTO_ACCEPTED if auto else RunStatus.PENDING

@@ -196,6 +196,13 @@ class QueueItem:
     reviewer: str | None
     review_version: int
     created_at: datetime
+    p_supported: float | None = None  # the judge's; None for runs judged before it existed
+
+    @property
+    def p_wrong(self) -> float:
+        """What the queue orders by: 1 - P(supported) where the judge ran, else 1 - the
+        (calibrated) confidence."""
+        return 1.0 - (self.p_supported if self.p_supported is not None else self.calibrated)
 
 
 @dataclass(frozen=True)
@@ -210,7 +217,7 @@ class QueueFilters:
 
 _QUEUE_SQL = """
 SELECT id, query, final_answer, status, final_level, preset, final_confidence, signals, reviewer,
-       review_version, created_at
+       review_version, created_at, p_supported
 FROM runs,
      LATERAL (SELECT (signals->>'retrieval')::float8 AS retrieval, (signals->>'reflection')::float8 AS reflection,
                      (signals->>'grade')::float8 AS grade, (signals->>'heuristic')::float8 AS heuristic) s
@@ -223,14 +230,14 @@ WHERE status = ANY(:statuses)
 ORDER BY CASE WHEN CAST(:by_disagreement AS boolean) THEN coalesce(
              greatest(s.retrieval, s.reflection, s.grade, s.heuristic)
              - least(s.retrieval, s.reflection, s.grade, s.heuristic), 0) END DESC,
-         final_confidence, id
+         coalesce(p_supported, final_confidence), final_confidence, id
 LIMIT :limit
 """
 
 
 def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncertainty", limit: int = 500,
                  calibrate=None) -> list[QueueItem]:  # type: ignore[no-untyped-def]
-    """Runs to review, least certain first (or largest disagreement between signals first).
+    """Runs to review, most likely wrong first (or largest disagreement between signals first).
 
     `calibrate` maps raw confidences to calibrated probabilities (from services.scoring.calibration);
     without one the raw confidence is used.
@@ -247,13 +254,13 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
     calibrated = calibrate(raw) if calibrate is not None and len(raw) else raw
     items = [
         QueueItem(r.id, r.query, r.final_answer, r.status, r.final_level, r.preset, r.final_confidence,
-                  float(c), signal_disagreement(r.signals), r.reviewer, r.review_version, r.created_at)
+                  float(c), signal_disagreement(r.signals), r.reviewer, r.review_version, r.created_at, r.p_supported)
         for r, c in zip(rows, calibrated)
     ]
     if order == "disagreement":
-        return sorted(items, key=lambda i: (-i.disagreement, i.calibrated, i.confidence, i.run_id))
+        return sorted(items, key=lambda i: (-i.disagreement, -i.p_wrong, i.confidence, i.run_id))
     # Isotonic calibration is a step function: the raw score orders runs within a step.
-    return sorted(items, key=lambda i: (i.calibrated, i.confidence, i.run_id))
+    return sorted(items, key=lambda i: (-i.p_wrong, i.confidence, i.run_id))
 
 
 def signal_disagreement(signals: dict[str, float]) -> float:

@@ -1,0 +1,91 @@
+"""Fit the judge's logistic combination on the train half of the development set and store it.
+
+    python bench/fit_judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
+                              [--seed 0] [--precision 0.98] [--out services/judging/judge_model.json]
+
+The development set (bench/judge_set.py) is rebuilt from the repo and ../shared on every run,
+so the stored coefficients can be reproduced; bench/judge.py measures them on the test half.
+`accept_at` is the lowest P(supported) at which the train half's auto-accepted answers are
+right at least `--precision` of the time (pooled over corpora), so the test half's precision
+is measured, not tuned. Last stdout line: {"version", "coefficients", "accept_at", "train_auroc", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import emit, log, machine, rounded, today  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "services" / "judging" / "judge_model.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
+    parser.add_argument("--per-corpus", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", type=float, default=0.98)
+    parser.add_argument("--regularization", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from bench.judge_set import build_cases
+    from sklearn.metrics import roc_auc_score
+
+    from services.judging.features import read_answer
+    from services.judging.model import fit
+    from services.judging.vectors import cached_embedder
+    from services.settings import get_settings
+
+    corpora = args.corpora.split(",")
+    cases = [c for c in build_cases(corpora, args.per_corpus, args.seed) if c.split == "train"]
+    embed = cached_embedder(get_settings().embedding_model)
+    rows = []
+    for i, case in enumerate(cases, 1):
+        rows.append(read_answer(case.question, case.answer, case.contexts, embed=embed).features)
+        if i % 500 == 0:
+            log(f"  features: {i}/{len(cases)}")
+    labels = [int(c.label) for c in cases]
+    trained_on = {"corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed, "split": "train",
+                  "builder": "bench/judge_set.py", "fitted": today()}
+    draft = fit(rows, labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
+    scores = [draft.probability(r) for r in rows]
+    accept_at = lowest_threshold(scores, labels, args.precision)
+    digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
+    model = fit(rows, labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
+                trained_on=trained_on, regularization=args.regularization)
+    args.out.write_text(json.dumps(model.to_dict(), indent=2) + "\n", encoding="utf-8")
+    log(f"wrote {args.out}")
+    emit({"version": model.version, "coefficients": dict(model.coefficients), "intercept": model.intercept,
+          "accept_at": accept_at, "train_auroc": rounded(roc_auc_score(labels, scores)),
+          "train_cases": len(cases), "train_right": sum(labels), "machine": machine(), "date": today()})
+
+
+def lowest_threshold(scores: list[float], labels: list[int], precision: float) -> float:
+    """The lowest score s such that answers scoring >= s are right at least `precision` of the
+    time, and every higher threshold keeps it too (so a little more confidence never lowers
+    precision on the fitted set)."""
+    ranked = sorted(zip(scores, labels, strict=True), key=lambda p: -p[0])
+    right = taken = 0
+    best = 1.0
+    for i, (score, label) in enumerate(ranked):
+        right, taken = right + label, taken + 1
+        next_score = ranked[i + 1][0] if i + 1 < len(ranked) else -1.0
+        if next_score == score:
+            continue  # a threshold takes every tie
+        if right / taken < precision:
+            break
+        best = score
+    return round(best, 4)
+
+
+if __name__ == "__main__":
+    main()

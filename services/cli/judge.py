@@ -1,0 +1,50 @@
+"""`workbench judge`: the model the judge scores answers with, and its refit from reviewers' verdicts."""
+
+from __future__ import annotations
+
+import typer
+
+from services.cli._app import app, emit, fail
+from services.errors import WorkbenchError
+
+judge_app = typer.Typer(help="The answer judge: P(supported) for every answer, ours and imported.", no_args_is_help=True)
+app.add_typer(judge_app, name="judge")
+
+
+@judge_app.command("refit")
+def refit(
+    keep_current: bool = typer.Option(False, "--keep-current", help="Store the refit without making it active."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Refit the judge on reviewers' verdicts (approved = right; flagged or corrected = wrong) and
+    store it as a new version; it becomes active only if it ranks the verdicts better than the
+    model in use, both measured by 5-fold cross-validation on the same verdicts."""
+    from services.judging.refit import refit_judge
+
+    try:
+        result = refit_judge(created_by="workbench judge refit", activate_if_better=not keep_current)
+    except WorkbenchError as exc:
+        fail(exc)
+    if as_json:
+        emit(result.to_dict())
+        return
+    typer.echo(f"refit on {result.verdicts} verdicts ({result.right} approved): held-out AUROC "
+               f"{result.refit_auroc:.3f} against {result.current_auroc:.3f} for {result.current_version}")
+    typer.echo(f"stored {result.model.version}" + (", now active" if result.activated else ", not active"))
+
+
+@judge_app.command("show")
+def show(as_json: bool = typer.Option(False, "--json", help="Print the model as JSON.")) -> None:
+    """The model the judge scores with now: version, coefficients, accept threshold, what it was fitted on."""
+    from services.judging.refit import model_in_use
+
+    try:
+        model = model_in_use()
+    except WorkbenchError as exc:
+        fail(exc)
+    if as_json:
+        emit(model.to_dict())
+        return
+    typer.echo(f"{model.version}: auto-accept at P(supported) >= {model.accept_at}; fitted on {dict(model.trained_on)}")
+    for name, weight in sorted(model.coefficients.items(), key=lambda kv: -abs(kv[1])):
+        typer.echo(f"  {name:20} {weight:+.3f}")

@@ -1,0 +1,97 @@
+"""What kind of answer a question asks for, and whether an answer's new content is of that kind.
+
+"Who" wants a person, "when" a time, "how many" a quantity, "where" a place, and "which
+... A or B" one of the options it names. A grounded name of the wrong kind ("1066" for
+"who") is not an answer, and the option a passage does not pair with the question's words
+is the wrong one (services.judging.evidence measures that).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.judging.atoms import CODE, NAME, NUMBER, YEAR, Atom
+from services.retrieval.text import tokenize
+
+PERSON, PLACE, TIME, QUANTITY, CHOICE, ANY = "person", "place", "time", "quantity", "choice", "any"
+
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
+           "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_TIME_WORDS = re.compile(rf"\b(?:{_MONTHS}|century|centuries|decade|decades|year|years|day|days|week|weeks|"
+                         r"month|months|hour|hours|minute|minutes|seconds?|ms|morning|evening|night|"
+                         r"spring|summer|autumn|winter|bc|ad|bce|ce|\d+(?:st|nd|rd|th))\b", re.IGNORECASE)
+# The question's wh-phrase, read in order: the first that matches decides.
+_EXPECTED = (
+    (re.compile(r"\b(?:how\s+(?:many|much|long|far|old|often|big|large|high|tall|fast|heavy)|"
+                r"what\s+(?:percentage|percent|proportion|number|amount|fraction|size|length|speed|"
+                r"temperature|voltage|distance))\b", re.IGNORECASE), QUANTITY),
+    (re.compile(r"\b(?:when|what\s+(?:year|date|time|day|month|century|decade|period|era)|"
+                r"(?:in|on|during)\s+(?:what|which)\s+(?:year|date|month|century|decade|period))\b", re.IGNORECASE), TIME),
+    (re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE), PERSON),
+    (re.compile(r"\b(?:where|what\s+(?:city|country|state|place|region|town|continent|location)|"
+                r"(?:in|at)\s+(?:what|which)\s+(?:city|country|state|place|region|town))\b", re.IGNORECASE), PLACE),
+)
+# "... , A or B?": the options are the phrases either side of the question's last "or"; the
+# first reaches back at most to a comma, a colon, "between"/"either" or six words.
+_OR = re.compile(r"^(?P<before>.*\S)\s+or\s+(?P<after>[^,;:]{1,60}?)\s*\?\s*$", re.IGNORECASE | re.DOTALL)
+_OPTION_START = re.compile(r".*(?:[,;:]|\bbetween\b|\beither\b)\s*", re.IGNORECASE | re.DOTALL)
+_OPTION_WORDS = 6
+_LEADING_FILLER = re.compile(r"^(?:the|a|an|is\s+it|was\s+it|it)\s+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Expected:
+    kind: str  # person | place | time | quantity | choice | any
+    options: tuple[str, ...] = ()
+
+
+def expected_kind(question: str) -> Expected:
+    """The kind of answer `question` asks for (`any` when its words do not say)."""
+    options = _options(question)
+    if options:
+        return Expected(CHOICE, options)
+    for pattern, kind in _EXPECTED:
+        if pattern.search(question):
+            return Expected(kind)
+    return Expected(ANY)
+
+
+def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str) -> float:
+    """1 when the answer's new content is of the asked kind, 0 when it is plainly not, 0.5
+    when the question does not say or the answer's kind cannot be read."""
+    kinds = {a.kind for a in added}
+    if expected.kind in (ANY, CHOICE):
+        return 0.5
+    if expected.kind == QUANTITY:
+        return 1.0 if NUMBER in kinds or YEAR in kinds else 0.0
+    if expected.kind == TIME:
+        return 1.0 if YEAR in kinds or _TIME_WORDS.search(added_text) else 0.0
+    if expected.kind in (PERSON, PLACE):
+        if NAME in kinds or CODE in kinds:
+            return 1.0
+        return 0.0 if kinds <= {NUMBER, YEAR} and kinds else 0.5
+    return 0.5
+
+
+def chosen_option(expected: Expected, answer: str) -> int | None:
+    """Which of the question's options the answer names (0-based): the one sharing most of its
+    words with the answer; None for neither, or when both share as many."""
+    said = set(tokenize(answer))
+    shared = [len(set(tokenize(option)) & said) for option in expected.options]
+    best = max(shared, default=0)
+    return shared.index(best) if best and shared.count(best) == 1 else None
+
+
+def _options(question: str) -> tuple[str, ...]:
+    match = _OR.match(question.strip())
+    if match is None or match.group("after").lower().startswith("not"):
+        return ()  # "whether or not" names no options
+    before = _OPTION_START.sub("", match.group("before"))
+    # Options are written alike ("in Boston or in Chicago", "the Louvre or the Prado"): the
+    # first takes as many words as the second.
+    first = " ".join(before.split()[-min(_OPTION_WORDS, len(match.group("after").split())):])
+    found = tuple(_LEADING_FILLER.sub("", part.strip()).strip(" .\"'“”") for part in (first, match.group("after")))
+    if not all(found) or found[0].lower() == found[1].lower():
+        return ()
+    return found

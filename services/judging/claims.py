@@ -1,0 +1,78 @@
+"""An answer read as claims, each with what it adds to the question.
+
+Words an answer shares with its question prove nothing: a restated question carries every
+one of them whether the one fact it adds is right or invented. What a claim adds (the words,
+names, numbers and dates the question does not hold) is what the contexts must support. A
+concise answer ("Osaka", "in 1066", "yes") is one claim that is all addition; an abstention
+("I don't know") claims nothing and is its own class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.judging._lexical import PHRASING
+from services.judging._morphology import related_in
+from services.judging._sentences import answer_sentences, strip_markers
+from services.judging.atoms import CODE, CONCISE_WORDS, NUMBER, YEAR, Atom, atoms, holds
+from services.retrieval.text import tokenize
+
+# An abstention says the system does not know or the sources do not say; a short answer
+# saying so and naming no value is one ("The manual does not say how often, but J2 takes
+# 2 kg" answers).
+_ABSTENTION = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don't|don’t|cannot|can't|can’t)\s+(?:know|tell|say|answer|find)|"
+    r"(?:not|no)\s+(?:enough|sufficient)\s+(?:information|context|data|evidence)|"
+    r"(?:does|do|did)\s+not\s+(?:say|mention|contain|specify|state|include|provide)|"
+    r"(?:doesn't|doesn’t|don't|don’t)\s+(?:say|mention|contain|specify|state|include|provide)|"
+    r"(?:cannot|can't|can’t|unable\s+to)\s+(?:be\s+)?(?:answer|determine|find|say|tell)|"
+    r"no\s+(?:answer|information|mention)|unknown|unanswerable|n/?a)\b",
+    re.IGNORECASE,
+)
+ABSTENTION_MAX_WORDS = 25
+_PHRASING_STEMS = frozenset(s for word in PHRASING for s in tokenize(word))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence of an answer and what it adds to the question."""
+
+    text: str
+    added_stems: tuple[str, ...]  # content-word stems the question does not hold, in order
+    added_atoms: tuple[Atom, ...]  # names, numbers, dates and codes the question does not hold
+    added_words: tuple[str, ...]  # the added words as written, for the reader
+
+
+def is_abstention(answer: str) -> bool:
+    """Empty, or a short answer saying it cannot answer and giving no number, date or code."""
+    plain = strip_markers(answer).strip()
+    if not plain:
+        return True
+    return (len(plain.split()) <= ABSTENTION_MAX_WORDS and _ABSTENTION.search(plain) is not None
+            and not any(a.kind in (NUMBER, YEAR, CODE) for a in atoms(plain)))
+
+
+def is_concise(answer: str) -> bool:
+    return len(strip_markers(answer).split()) <= CONCISE_WORDS
+
+
+def answer_claims(question: str, answer: str) -> tuple[Claim, ...]:
+    """The answer's sentences as claims (a concise answer is one claim)."""
+    sentences = answer_sentences(answer)
+    if not sentences and strip_markers(answer).strip():
+        sentences = [strip_markers(answer).strip()]
+    asked = frozenset(tokenize(question))
+    return tuple(_claim(question, asked, sentence) for sentence in sentences)
+
+
+def _claim(question: str, asked: frozenset[str], sentence: str) -> Claim:
+    added_atoms = tuple(a for a in atoms(sentence) if not holds(a, question))
+    stems, words = [], []
+    for word in re.findall(r"[^\W_]+", sentence):
+        for stem in tokenize(word):
+            if stem in asked or stem in _PHRASING_STEMS or related_in(stem, asked) or stem in stems:
+                continue
+            stems.append(stem)
+            words.append(word)
+    return Claim(sentence, tuple(stems), added_atoms, tuple(words))

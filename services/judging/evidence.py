@@ -1,0 +1,141 @@
+"""Each claim read against the contexts: what of its additions they hold, the sentence that
+supports it, and whether that sentence is about what the question asks.
+
+Support is checked on what a claim adds, one atom at a time (a name or number no context
+holds is unsupported, whatever else matches) and word by word for the rest. The evidence
+for a claim is the context sentence holding most of its additions, ties broken by how much
+of the question it covers. Whether the claim answers the question is read from that
+sentence: the question's words near the added ones ("locality"), against the other names and
+numbers of the same kind the contexts offer, so that a right name taken from the passage's
+wrong sentence, or the option a passage does not pair with the question, scores below the
+one it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from services.judging._lexical import Term, coverage
+from services.judging._morphology import related_in
+from services.judging._opposites import negated_by_prefix, opposite_word
+from services.judging._segments import segment_chunk
+from services.judging.atoms import Atom, atoms, holds
+from services.judging.claims import Claim
+from services.retrieval.text import tokenize
+
+LOCALITY_REACH = 4.0  # tokens: a question word this far from the answer counts half
+MAX_CANDIDATES = 40  # competing names/numbers read per claim
+
+
+@dataclass(frozen=True)
+class ContextSentence:
+    context: int  # 0-based index of its context
+    text: str  # as written (codes keep their underscores)
+    stems: tuple[str, ...]  # in order, for distances
+
+
+@dataclass(frozen=True)
+class ClaimEvidence:
+    """What the contexts say to one claim."""
+
+    claim: Claim
+    unsupported_atoms: tuple[Atom, ...]
+    unsupported_words: tuple[str, ...]  # added words (as written) no context holds
+    word_support: float  # share of the added stems some context holds (1.0 when none added)
+    evidence: ContextSentence | None
+    evidence_support: float  # share of the claim's additions in the evidence sentence
+    question_coverage: float  # share of the question's terms the evidence sentence names
+    locality: float  # 0-1: the question's words near the claim's additions in the evidence
+    rival_locality: float  # the best locality of another name/number of the same kind
+    reversal: tuple[str, str] | None  # (claim word, the evidence's opposite)
+
+
+def context_sentences(contexts: Sequence[str]) -> tuple[ContextSentence, ...]:
+    return tuple(s for i, text in enumerate(contexts) for s in _sentences_of(i, text))
+
+
+@lru_cache(maxsize=8192)
+def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
+    found = []
+    for seg in segment_chunk(text):
+        if seg.heading or not seg.scoring:
+            continue
+        found.append(ContextSentence(index, seg.quote.strip(), tuple(tokenize(seg.scoring))))
+    return tuple(found)
+
+
+def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequence[ContextSentence],
+               contexts: Sequence[str], *, avoid: frozenset[str] = frozenset()) -> ClaimEvidence:
+    """`claim` against the contexts; `avoid`: stems of the question's options, which say
+    nothing about which option a sentence pairs with the question."""
+    context_stems = frozenset(s for sentence in pool for s in sentence.stems)
+    unsupported_atoms = tuple(a for a in claim.added_atoms if not any(holds(a, c) for c in contexts))
+    held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
+    unsupported_words = tuple(w for w, ok in zip(claim.added_words, held) if not ok)
+    word_support = sum(held) / len(held) if held else 1.0
+    best, best_key, best_share = None, (-1.0, -1.0), 0.0
+    for sentence in pool:
+        share = _share(claim, sentence)
+        key = (share, coverage(terms, sentence.text) if terms else 0.0)
+        if key > best_key:
+            best, best_key, best_share = sentence, key, share
+    if best is None:
+        return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0, None)
+    asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
+    own = _answer_stems(claim)
+    near = locality(asked, own, best.stems)
+    rivals = _rival_stems(claim, pool)
+    rival = max((locality(asked, r, s.stems) for s in pool for r in rivals if set(r) <= set(s.stems)), default=0.0)
+    reversal = opposite_word(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
+    return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
+                         best_key[1], near, rival, reversal)
+
+
+def _share(claim: Claim, sentence: ContextSentence) -> float:
+    """Share of the claim's additions (atoms count double: they are what is checked) the sentence holds."""
+    stems = frozenset(sentence.stems)
+    parts = [2.0 * holds(a, sentence.text) for a in claim.added_atoms]
+    weights = [2.0] * len(parts)
+    parts += [1.0 * (s in stems or related_in(s, stems)) for s in claim.added_stems]
+    weights += [1.0] * len(claim.added_stems)
+    return sum(parts) / sum(weights) if weights else 0.0
+
+
+def _answer_stems(claim: Claim) -> tuple[str, ...]:
+    atom_stems = tuple(s for a in claim.added_atoms for s in tokenize(a.surface))
+    return atom_stems or claim.added_stems
+
+
+def locality(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str]) -> float:
+    """Mean over the question's stems of 1 / (1 + distance / reach) to the nearest of `own` in
+    `sentence`: 1 when every question word sits next to the answer, 0 when none is there."""
+    spots = [i for i, s in enumerate(sentence) if s in own]
+    if not asked or not spots:
+        return 0.0
+    total = 0.0
+    for stem in dict.fromkeys(asked):
+        places = [i for i, s in enumerate(sentence) if s == stem]
+        if places:
+            distance = min(abs(i - j) for i in places for j in spots)
+            total += 1.0 / (1.0 + distance / LOCALITY_REACH)
+    return total / len(dict.fromkeys(asked))
+
+
+def _rival_stems(claim: Claim, pool: Sequence[ContextSentence]) -> list[tuple[str, ...]]:
+    """Names, numbers and dates of the kinds the claim adds that the contexts offer instead."""
+    kinds = {a.kind for a in claim.added_atoms}
+    if not kinds:
+        return []
+    own = {(a.kind, a.key) for a in claim.added_atoms}
+    own_stems = set(_answer_stems(claim))
+    rivals: dict[tuple[str, ...], None] = {}
+    for sentence in pool:
+        for atom in atoms(sentence.text):
+            stems = tuple(tokenize(atom.surface))
+            if atom.kind in kinds and (atom.kind, atom.key) not in own and stems and not set(stems) & own_stems:
+                rivals.setdefault(stems, None)
+                if len(rivals) >= MAX_CANDIDATES:
+                    return list(rivals)
+    return list(rivals)

@@ -1,0 +1,107 @@
+"""Judge an answer on the contexts it was given: P(supported), a label, and why.
+
+One job with two callers: the pipeline judges the workbench's own answers with it, intake
+the answers other systems wrote. The reason names the one thing a reviewer should look at
+first, and always agrees with the label: a supported answer is never explained by a fault,
+nor an unsupported one by praise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.judging._lexical import quoted_list
+from services.judging.answer_type import CHOICE
+from services.judging.evidence import ClaimEvidence
+from services.judging.features import Embed, Reading, read_answer
+from services.judging.model import JudgeModel, shipped_model
+from services.judging.verdict import (
+    ABSTAINED,
+    SUPPORTED,
+    UNCERTAIN,
+    UNCHECKED,
+    UNSUPPORTED,
+    UNSUPPORTED_BELOW,
+    ClaimCheck,
+    Verdict,
+    grounded,
+)
+
+
+def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None = None,
+                 model: JudgeModel | None = None) -> Verdict:
+    """`answer` to `question` judged on `contexts` (their texts, in the order given).
+
+    `embed` (texts -> unit vectors) adds the semantic signal; without it the judge reads
+    words only. `model` defaults to the shipped coefficients."""
+    model = model or shipped_model()
+    contexts = [c for c in contexts if c and c.strip()]
+    reading = read_answer(question, answer, contexts, embed=embed)
+    claims = tuple(_check(r) for r in reading.claims)
+    if reading.abstains:
+        return Verdict(0.0, ABSTAINED, "the answer abstains: it claims nothing to check", False,
+                       expected=reading.expected.kind, features=reading.features, model_version=model.version)
+    if not contexts:
+        return Verdict(0.0, UNCHECKED, "no context came with the answer: nothing to check it against", False, claims,
+                       reading.expected.kind, reading.features, model.version)
+    p = model.probability(reading.features)
+    label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
+    if label == SUPPORTED and not grounded(reading.features):
+        label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
+    return Verdict(round(p, 4), label, _reason(reading, label, p), label == SUPPORTED, claims, reading.expected.kind,
+                   reading.features, model.version)
+
+
+def _check(read: ClaimEvidence) -> ClaimCheck:
+    evidence = read.evidence
+    unsupported = tuple(dict.fromkeys([a.surface for a in read.unsupported_atoms] + list(read.unsupported_words)))
+    return ClaimCheck(read.claim.text, read.claim.added_words, unsupported, evidence.text if evidence else "",
+                      evidence.context + 1 if evidence else None, round(read.evidence_support, 4), read.reversal)
+
+
+def _reason(reading: Reading, label: str, p: float) -> str:
+    prefix = f"P(supported) {p:.2f}: "
+    if label == SUPPORTED:
+        return prefix + _praise(reading)
+    fault = _fault(reading)
+    if fault is None:
+        fault = "no single fault found, but the signals together are weak" if label == UNSUPPORTED else \
+            "supported, but not clearly enough to skip review"
+    return prefix + fault
+
+
+def _fault(reading: Reading) -> str | None:
+    """The first fault a reviewer should check, most certain first."""
+    f, claims = reading.features, reading.claims
+    atoms = [a.surface for c in claims for a in c.unsupported_atoms]
+    if atoms:
+        return f"{quoted_list(list(dict.fromkeys(atoms)))} appear{'s' if len(set(atoms)) == 1 else ''} in no context"
+    reversal = next((c.reversal for c in claims if c.reversal), None)
+    if reversal is not None:
+        return f"the answer says '{reversal[0]}' where its context says '{reversal[1]}'"
+    if f["adds_nothing"]:
+        return "the answer only restates the question: it adds nothing to check"
+    if reading.contradiction_reason and f["contradiction"] >= 1.0:
+        return reading.contradiction_reason
+    words = [w for c in claims for w in c.unsupported_words]
+    if words and f["word_support"] < 0.75:
+        return f"{quoted_list(list(dict.fromkeys(words))[:5])} appear in no context"
+    if reading.expected.kind == CHOICE and f["option_margin"] < 0:
+        return "the contexts pair the other option with what the question asks"
+    if f["type_fit"] == 0.0:
+        return f"the question asks for a {reading.expected.kind}; the answer gives none"
+    if f["locality_margin"] < 0:
+        return "the contexts name the answer, but another name or number sits nearer what the question asks"
+    if f["question_coverage"] < 0.5:
+        return "the context sentence that holds the answer is not about what the question asks"
+    return None
+
+
+def _praise(reading: Reading) -> str:
+    contexts = sorted({c.evidence.context + 1 for c in reading.claims if c.evidence is not None})
+    where = f" (context {', '.join(map(str, contexts))})" if contexts else ""
+    words = list(dict.fromkeys(w for c in reading.claims for w in c.unsupported_words))
+    if words:  # grounded all the same: a paraphrase's own word or two
+        return (f"every name and number the answer adds is in its contexts{where}, and all but "
+                f"{quoted_list(words[:3])} of its other words")
+    return f"every name, number and word the answer adds is in its contexts{where}, beside what the question asks"

@@ -1,0 +1,73 @@
+"""The fitted judge: a logistic combination of the signals (services.judging.features) giving
+P(answer supported), its coefficients stored and versioned.
+
+The shipped coefficients (judge_model.json beside this module) are fitted by
+`bench/judge.py --fit` on the train half of the development set that bench/judge_set.py
+builds from four corpora; reviewers' verdicts refit them (refit) once there are enough.
+Nothing here reads a corpus: the product uses the stored numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from services.errors import InputError
+from services.judging.features import FEATURES
+
+MODEL_FILE = "judge_model.json"
+MIN_VERDICTS_TO_REFIT = 40  # and at least 10 of each kind: fewer fit noise
+
+
+@dataclass(frozen=True)
+class JudgeModel:
+    version: str
+    coefficients: Mapping[str, float]
+    intercept: float
+    accept_at: float  # P(supported) at or above which an answer may skip review
+    trained_on: Mapping[str, Any] = field(default_factory=dict)
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        z = self.intercept + sum(w * float(features.get(name, 0.0)) for name, w in self.coefficients.items())
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "coefficients": dict(self.coefficients), "trained_on": dict(self.trained_on)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgeModel:
+        try:
+            coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
+            model = cls(str(data["version"]), coefficients, float(data["intercept"]), float(data["accept_at"]),
+                        dict(data.get("trained_on", {})))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"a judge model needs version, coefficients, intercept and accept_at: {exc}") from exc
+        unknown = set(coefficients) - set(FEATURES)
+        if unknown:
+            raise InputError(f"the judge model names signals the judge does not compute: {', '.join(sorted(unknown))}")
+        return model
+
+
+@cache
+def shipped_model() -> JudgeModel:
+    text = resources.files(__name__.rpartition(".")[0]).joinpath(MODEL_FILE).read_text(encoding="utf-8")
+    return JudgeModel.from_dict(json.loads(text))
+
+
+def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: str, accept_at: float,
+        trained_on: Mapping[str, Any], regularization: float = 1.0) -> JudgeModel:
+    """A logistic regression over FEATURES (L2, `regularization` = sklearn's C)."""
+    from sklearn.linear_model import LogisticRegression
+
+    if len(set(labels)) < 2:
+        raise InputError("fitting the judge needs both right and wrong answers")
+    matrix = [[float(row.get(name, 0.0)) for name in FEATURES] for row in rows]
+    fitted = LogisticRegression(C=regularization, max_iter=2000).fit(matrix, list(labels))
+    coefficients = {name: round(float(w), 6) for name, w in zip(FEATURES, fitted.coef_[0], strict=True)}
+    return JudgeModel(version, coefficients, round(float(fitted.intercept_[0]), 6), accept_at,
+                      {**trained_on, "answers": len(labels), "right": int(sum(labels))})

@@ -1,0 +1,106 @@
+"""The judge on answers other systems write: concise or restated, right or with one invented fact."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.judging import judge_answer
+from services.judging.adequacy import grade_answer
+from services.judging.atoms import atoms, holds
+from services.judging.claims import answer_claims, is_abstention
+from services.judging.model import JudgeModel, shipped_model
+from services.judging.vectors import cached_embedder
+from services.judging.verdict import ABSTAINED, SUPPORTED, UNCHECKED
+
+QUESTION = "The maker of the robot arm has its head office in what city?"
+CONTEXTS = [
+    "Fanuc builds the robot arm used on line 3. The maker of the robot arm is headquartered in Osaka, "
+    "close to the port. Its largest plant is in Nagoya, where 2,400 people work.",
+    "Line 3 runs two shifts. The robot arm is serviced every 6 months.",
+]
+
+
+@pytest.fixture(scope="module")
+def embed():  # type: ignore[no-untyped-def]
+    return cached_embedder("all-MiniLM-L6-v2")
+
+
+def test_a_concise_right_answer_is_not_graded_inadequate_for_not_repeating_the_question() -> None:
+    concise = grade_answer(QUESTION, "Osaka", relevance=0.2)
+    assert concise.score >= 4  # a place for "in what city": an answer of the kind asked
+    assert not concise.gaps  # nothing is "missing": the answer need not repeat 'maker', 'robot', ...
+    assert grade_answer("How many people work at the largest plant?", "2,400", relevance=0.2).score >= 4
+    # A number for "what city" is an answer of the wrong kind, a restated question no answer at all.
+    assert grade_answer(QUESTION, "2,400", relevance=0.2).score <= 2
+    assert grade_answer(QUESTION, "The maker of the robot arm has its head office in a city.", relevance=0.9).score <= 2
+
+
+def test_a_restated_question_with_one_invented_name_is_flagged_with_that_name(embed) -> None:  # type: ignore[no-untyped-def]
+    fabricated = judge_answer(QUESTION, "The maker of the robot arm has its head office in Kobe.", CONTEXTS, embed=embed)
+    right = judge_answer(QUESTION, "The maker of the robot arm has its head office in Osaka.", CONTEXTS, embed=embed)
+    assert fabricated.label != SUPPORTED and not fabricated.auto_accept
+    assert "'Kobe' appears in no context" in fabricated.reason
+    assert fabricated.unsupported_words == ("Kobe",)
+    assert not fabricated.grounded
+    assert right.p_supported > fabricated.p_supported + 0.3
+    assert right.unsupported_words == () and right.grounded
+
+
+def test_a_concise_right_answer_scores_above_a_grounded_name_from_the_wrong_sentence(embed) -> None:  # type: ignore[no-untyped-def]
+    right = judge_answer(QUESTION, "Osaka", CONTEXTS, embed=embed)
+    wrong_sentence = judge_answer(QUESTION, "Nagoya", CONTEXTS, embed=embed)
+    invented = judge_answer(QUESTION, "Kobe", CONTEXTS, embed=embed)
+    assert right.p_supported > wrong_sentence.p_supported > invented.p_supported
+    claim = right.claims[0]
+    assert claim.evidence.startswith("The maker of the robot arm is headquartered in Osaka") and claim.context == 1
+
+
+def test_a_changed_number_and_a_reversed_direction_are_caught(embed) -> None:  # type: ignore[no-untyped-def]
+    question = "How many people work at the largest plant?"
+    changed = judge_answer(question, "Its largest plant is in Nagoya, where 4,800 people work.", CONTEXTS, embed=embed)
+    assert "'4,800' appears in no context" in changed.reason and not changed.auto_accept
+    reversed_ = judge_answer("Where is the largest plant?", "The smallest plant is in Nagoya.", CONTEXTS, embed=embed)
+    assert reversed_.claims[0].reversed == ("smallest", "largest")
+    assert "says 'smallest' where its context says 'largest'" in reversed_.reason
+
+
+def test_abstentions_and_answers_with_no_context_are_their_own_class(embed) -> None:  # type: ignore[no-untyped-def]
+    for answer in ("", "I don't know.", "The provided context does not say."):
+        assert is_abstention(answer)
+        verdict = judge_answer(QUESTION, answer, CONTEXTS, embed=embed)
+        assert verdict.label == ABSTAINED and not verdict.auto_accept and not verdict.grounded
+    assert not is_abstention("The manual does not say how often, but J2 takes 2 kg of grease.")  # it answers
+    unchecked = judge_answer(QUESTION, "Osaka", [], embed=embed)
+    assert unchecked.label == UNCHECKED and not unchecked.auto_accept and "no context" in unchecked.reason
+
+
+def test_the_option_a_passage_pairs_with_the_question_wins(embed) -> None:  # type: ignore[no-untyped-def]
+    question = "Is the robot arm's maker headquartered in Osaka or Nagoya?"
+    right = judge_answer(question, "Osaka", CONTEXTS, embed=embed)
+    wrong = judge_answer(question, "Nagoya", CONTEXTS, embed=embed)
+    assert right.features["option_margin"] > 0 > wrong.features["option_margin"]
+    assert right.p_supported > wrong.p_supported
+
+
+def test_what_a_claim_adds_leaves_out_the_question_s_own_words() -> None:
+    (claim,) = answer_claims(QUESTION, "The maker of the robot arm has its head office in Kobe.")
+    assert [a.surface for a in claim.added_atoms] == ["Kobe"]
+    assert "maker" not in claim.added_words and "robot" not in claim.added_words
+
+
+def test_atoms_compare_by_value() -> None:
+    assert [(a.kind, a.key) for a in atoms("In 1066, three ships and 2,400 men reached SRVO-062 via np.abs")] == [
+        ("year", "1066"), ("number", "3"), ("number", "2400"), ("code", "srvo-062"), ("code", "np.abs")]
+    (number,) = atoms("2400 people")
+    assert holds(number, "where 2,400 people work") and not holds(number, "where 4,800 people work")
+    (name,) = atoms("Kobe")
+    assert not holds(name, CONTEXTS[0]) and holds(atoms("Osaka")[0], CONTEXTS[0])
+
+
+def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
+    model = shipped_model()
+    assert model.version.startswith("judge-") and 0.5 < model.accept_at < 1.0
+    assert model.trained_on["builder"] == "bench/judge_set.py" and model.trained_on["answers"] > 1000
+    assert JudgeModel.from_dict(model.to_dict()) == model
+    # An invented name weighs against support, a supported answer's evidence for it.
+    assert model.coefficients["unsupported_atom"] < 0 < model.coefficients["atom_support"] + model.coefficients["word_support"]
