@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from app_pages._claim_evidence import p_supported_text, render_claim_evidence
 from app_pages.common import as_plain, current_user, show_error, show_question_and_answer
 from services.answering.runs import load_run
 from services.auth import require_reviewer
@@ -23,6 +24,7 @@ FLASH_KEY = "review.work.flash"  # (kind, message) of the last action, shown onc
 REASON_KEY = "review.work.reason"
 WORK_LIMIT = 500
 SHORTCUTS = {"approve": "A", "flag": "F", "next": "N"}
+ORDER_NOTES = {"uncertainty": "most likely wrong first", "disagreement": "largest disagreement between signals first"}
 
 
 # --- pure helpers ------------------------------------------------------------------------------
@@ -36,6 +38,13 @@ def next_item(items: Sequence[QueueItem], skipped: Sequence[int]) -> QueueItem |
 def left_text(left: int, *, at_limit: bool, done: int, skipped: int) -> str:
     count = f"{left:,}+" if at_limit else f"{left:,}"
     return f"{count} pending left · {done:,} reviewed here this session · {skipped:,} skipped"
+
+
+def item_heading(item: QueueItem, *, calibrated: bool) -> str:
+    """The run's line above its answer: P(supported) first, since the queue is ordered by it."""
+    probability = f" · P(approved) {item.calibrated:.2f}" if calibrated else ""
+    return (f"**Run {item.run_id}** · P(supported) {p_supported_text(item.p_supported)} · {item.level} · "
+            f"confidence {item.confidence:.2f}{probability} · {item.preset} preset")
 
 
 # --- callbacks (run before the fragment reruns, so the next run is drawn at once) -----------------
@@ -83,7 +92,7 @@ def render_work_queue(filters: QueueFilters, order: str, calibrator: Calibrator 
     skipped = st.session_state.setdefault(SKIPPED_KEY, [])
     _render_flash()
     st.caption(left_text(len(items), at_limit=len(items) == WORK_LIMIT, done=st.session_state.get(DONE_KEY, 0),
-                         skipped=len(skipped)))
+                         skipped=len(skipped)) + f" · {ORDER_NOTES[order]}")
     if not items:
         st.success("Nothing is pending under these filters: the queue is worked through.")
         return
@@ -105,15 +114,14 @@ def _render_flash() -> None:
 
 def _render_item(item: QueueItem, *, calibrated: bool) -> None:
     with st.container(border=True):
-        probability = f" · P(approved) {item.calibrated:.2f}" if calibrated else ""
-        st.markdown(f"**Run {item.run_id}** · {item.level} · confidence {item.confidence:.2f}{probability} "
-                    f"· {item.preset} preset")
+        st.markdown(item_heading(item, calibrated=calibrated))
         show_question_and_answer(item.query, item.answer)
         try:
             run = load_run(item.run_id)
         except WorkbenchError as exc:
             show_error(exc)
             return
+        render_claim_evidence(run)
         if run.citations:
             st.markdown("**Cited passages**")
             for citation in run.citations:

@@ -19,7 +19,7 @@ INTRO = (
 THINGS_TO_TRY = (
     ("Ask a question", "Watch the pipeline retrieve, score, correct and reflect, then read the seven components "
      "behind the confidence.", "app_pages/ask.py", "Ask", ":material/chat:", None),
-    ("Work the review queue", "Least confident answers first. Approve with A, flag with F, skip with N.",
+    ("Work the review queue", "Most likely wrong answers first. Approve with A, flag with F, skip with N.",
      "app_pages/review.py", "Work the review queue", ":material/fact_check:", {"view": "work"}),
     ("See where runs went", "The router's decisions per run as a Sankey: which questions were refined, "
      "decomposed or accepted as the best effort.", "app_pages/routes.py", "Router paths", ":material/alt_route:", None),

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _demo as demo
+from app_pages._claim_evidence import p_supported_text, render_claim_evidence
 from app_pages._review_work import render_work_queue
 from app_pages.common import (
     as_plain,
@@ -56,11 +57,11 @@ OPEN_KEY = "review.open_request"  # (run id, version) the Work view asked to ope
 TAB_KEY = "review.view"
 WORK_LINK = {"view": "work"}  # ?view=work opens the Work view (the Start here page links so)
 BROWSE_TAB, WORK_TAB = "Browse and review", "Work the queue"
-ORDERS = {"least confident first": "uncertainty", "largest disagreement between signals": "disagreement"}
+ORDERS = {"most likely wrong first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
 QUEUE_LIMIT = 500
-QUEUE_COLUMNS = ("run id", "question", "level", "confidence", "calibrated", "disagreement", "preset", "status",
-                 "reviewer", "created")
+QUEUE_COLUMNS = ("run id", "question", "P(supported)", "level", "confidence", "calibrated", "disagreement", "preset",
+                 "status", "reviewer", "created")
 
 
 # --- pure data helpers -----------------------------------------------------------------------
@@ -74,10 +75,11 @@ def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Se
 
 
 def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
-    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet."""
+    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet, and
+    P(supported) says "not judged" for runs the judge never saw."""
     return pd.DataFrame([
-        {"run id": i.run_id, "question": i.query, "level": i.level, "confidence": i.confidence,
-         "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
+        {"run id": i.run_id, "question": i.query, "P(supported)": p_supported_text(i.p_supported), "level": i.level,
+         "confidence": i.confidence, "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
          "status": i.status, "reviewer": i.reviewer, "created": i.created_at}
         for i in items
     ], columns=list(QUEUE_COLUMNS))
@@ -218,10 +220,12 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
     else:
         basis = (f"raw confidence, not calibrated: a calibrator is fitted once there are {QUEUE_MIN_VERDICTS} "
                  "verdicts, some approved and some flagged or corrected")
+    judged = "the judge's P(supported) where it judged the answer, else by"
     if order == "disagreement":
-        st.caption(f"Largest spread between the retrieval, reflection and grade signals first; ties by {basis}.")
+        st.caption(f"Largest spread between the retrieval, reflection and grade signals first; ties most likely "
+                   f"wrong first, by {judged} {basis}.")
     else:
-        st.caption(f"Least confident first, by {basis}.")
+        st.caption(f"Most likely wrong first: by {judged} {basis}.")
     if not items:
         st.info("No runs match these filters.")
         return
@@ -233,7 +237,10 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
                  column_config={"question": st.column_config.TextColumn(width="large"),
                                 **{name: st.column_config.NumberColumn(format="%.3f", width="small")
                                    for name in ("confidence", "calibrated", "disagreement")},
-                                "run id": st.column_config.NumberColumn(width="small")})
+                                "run id": st.column_config.NumberColumn(width="small"),
+                                "P(supported)": st.column_config.TextColumn(
+                                    help="The judge's P(answer supported); \"not judged\" for runs stored before "
+                                         "the judge or with its judges off")})
 
 
 def _render_picker(items: Sequence[QueueItem]) -> int | None:
@@ -271,6 +278,8 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     st.caption(f"Status {run.status} · {run.final_level} · confidence {run.final_confidence:.2f} · "
                f"you are reviewing version {st.session_state[VERSION_KEY]}")
     show_question_and_answer(run.query, run.final_answer)
+    st.markdown("#### Evidence")
+    render_claim_evidence(run)
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
     _render_origin(run)

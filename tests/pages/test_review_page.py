@@ -242,8 +242,9 @@ def test_disagreement_order_puts_the_largest_spread_first(demo_runs):
     split = save_copy(base, final_confidence=0.4, signals={"retrieval": 0.1, "heuristic": 0.9})
     middle = save_copy(base, final_confidence=0.3, signals={"retrieval": 0.3, "heuristic": 0.6})
     at = open_review()
-    assert queue_ids(at) == [calm, middle, split]  # least confident first
-    assert any("Least confident first, by raw confidence" in c.value for c in at.caption)
+    assert queue_ids(at) == [calm, middle, split]  # most likely wrong first (none judged: least confident)
+    assert any("Most likely wrong first: by the judge's P(supported) where it judged the answer, else by raw "
+               "confidence" in c.value for c in at.caption)
     at.radio(key="review.order").set_value("largest disagreement between signals").run()
     assert queue_ids(at) == [split, middle, calm]
     assert queue_ids(at) == [i.run_id for i in review_queue(order="disagreement")]
