@@ -17,6 +17,10 @@ class Settings(StoreSettings):
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_batch_size: int = 64
     reranker_model: str | None = None
+    # A cross-encoder NLI model (sentence_transformers.CrossEncoder by name or path) the judge
+    # reads each claim against its evidence sentence with, when one is installed; none ships
+    # offline here, and the judge stands on its own without it (services.judging.nli).
+    judge_nli_model: str | None = None
 
     # Which backend answers (services.answering.llm.backends.backend_name): LLM_BACKEND when set,
     # else an OpenAI-compatible server when LLM_BASE_URL is set, else Claude when

@@ -49,6 +49,7 @@ class OfflineBackend(AnswerBackend):
     name = "offline"
     label = "offline (extractive)"
     is_llm = False
+    reflects_by_judge = True
 
     def __init__(self, embedding_model: str = "all-MiniLM-L6-v2", max_sentences: int = 4,
                  mmr_lambda: float = 0.7) -> None:

@@ -21,9 +21,10 @@ from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult, RouterAction
-from services.errors import LLMError
+from services.errors import InputError, LLMError
 from services.judging import Verdict, judge_answer
 from services.judging.model import JudgeModel
+from services.judging.nli import Entail, nli_scorer
 from services.judging.vectors import cached_embedder
 from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
@@ -191,23 +192,25 @@ def generate(ctx: IterationContext, chunks: Sequence[Hit]) -> Generation | None:
 
 def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieved: bool) -> Judgement:
     """The judge's verdict on the answer (services.judging, whatever the backend), the
-    backend's reflection (a language model's own, or the verdict read as one) and grade, and
-    the gaps."""
+    backend's reflection (a language model's own, which the verdict then weighs too, or the
+    verdict read as one) and grade, and the gaps."""
     setup, config, backend, query = ctx.setup, ctx.setup.config, ctx.setup.backend, ctx.setup.query
-    verdict = None
+    reflection = verdict = None
+    if config.enable_self_reflection and answer and not backend.reflects_by_judge:
+        reflection = ctx.guarded("reflection", lambda: backend.reflect(query, answer, chunks))
     if answer and (config.enable_self_reflection or config.enable_answer_grading):
-        embed = cached_embedder(setup.settings.embedding_model)
+        embed, entail = cached_embedder(setup.settings.embedding_model), _nli(ctx)
+        support = reflection.reflection_score if reflection is not None and backend.is_llm else None
         verdict = ctx.timed("judging", lambda: judge_answer(query, answer, [c.text for c in chunks], embed=embed,
-                                                                  model=setup.judge_model))
+                                                            model=setup.judge_model, entail=entail,
+                                                            model_support=support))
         setup.emit("answer_judged", verdict.reason, p_supported=verdict.p_supported, label=verdict.label,
                    unsupported=list(verdict.unsupported_words))
-    reflection = None
-    if config.enable_self_reflection and answer and verdict is not None:
-        reflection = (ctx.guarded("reflection", lambda: backend.reflect(query, answer, chunks)) if backend.is_llm
-                      else reflection_from_verdict(verdict, answer))
-        if reflection is not None:
-            setup.emit("reflection_complete", reflection.reflection_reason, reflection_score=reflection.reflection_score,
-                       grounded=reflection.answer_grounded)
+        if config.enable_self_reflection and backend.reflects_by_judge:
+            reflection = reflection_from_verdict(verdict, answer)
+    if reflection is not None:
+        setup.emit("reflection_complete", reflection.reflection_reason, reflection_score=reflection.reflection_score,
+                   grounded=reflection.answer_grounded)
     grade = ctx.guarded("grading", lambda: backend.grade(query, answer)) if config.enable_answer_grading and answer else None
     if grade is not None:
         setup.emit("answer_graded", f"grade {grade.score}/5 ({grade.label})", score=grade.score, gaps=list(grade.gaps))
@@ -217,6 +220,19 @@ def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieve
         if gaps:
             setup.emit("gaps_identified", f"{len(gaps)} gap(s): {', '.join(gaps[:3])}", gaps=gaps)
     return Judgement(reflection, grade, tuple(gaps), verdict)
+
+
+def _nli(ctx: IterationContext) -> Entail | None:
+    """The configured NLI model's scorer; one that cannot load is said on the iteration, and the
+    judge goes on without it."""
+    name = ctx.setup.settings.judge_nli_model
+    if not name:
+        return None
+    try:
+        return nli_scorer(name)
+    except InputError as exc:
+        ctx.errors.append({"stage": "judging", "kind": "nli_unavailable", "message": str(exc)})
+        return None
 
 
 def blend(ctx: IterationContext, result: RetrievalResult, scored: Scored, answer: str,

@@ -32,10 +32,11 @@ _EXPECTED = (
     (re.compile(r"\b(?:where|what\s+(?:city|country|state|place|region|town|continent|location)|"
                 r"(?:in|at)\s+(?:what|which)\s+(?:city|country|state|place|region|town))\b", re.IGNORECASE), PLACE),
 )
-# "... , A or B?": the options are the phrases either side of the question's last "or"; the
-# first reaches back at most to a comma, a colon, "between"/"either" or six words.
-_OR = re.compile(r"^(?P<before>.*\S)\s+or\s+(?P<after>[^,;:]{1,60}?)\s*\?\s*$", re.IGNORECASE | re.DOTALL)
-_OPTION_START = re.compile(r".*(?:[,;:]|\bbetween\b|\beither\b)\s*", re.IGNORECASE | re.DOTALL)
+# "... , A or B?": the options are the phrases either side of the question's last "or". The
+# first starts after the last comma, colon or "between"/"either" before it; with none, it
+# takes as many words as the second ("in Boston or Chicago" asks Boston or Chicago).
+_OR = re.compile(r"^(?P<before>.*\S)\s+or\s+(?P<after>[^,;:?]{1,120}?)\s*\?\s*$", re.IGNORECASE | re.DOTALL)
+_OPTION_START = re.compile(r"^(?P<lead>.*(?:[,;:]|\bbetween\b|\beither\b))\s*(?P<option>[^,;:]+)$", re.IGNORECASE | re.DOTALL)
 _OPTION_WORDS = 6
 _LEADING_FILLER = re.compile(r"^(?:the|a|an|is\s+it|was\s+it|it)\s+", re.IGNORECASE)
 
@@ -87,10 +88,11 @@ def _options(question: str) -> tuple[str, ...]:
     match = _OR.match(question.strip())
     if match is None or match.group("after").lower().startswith("not"):
         return ()  # "whether or not" names no options
-    before = _OPTION_START.sub("", match.group("before"))
-    # Options are written alike ("in Boston or in Chicago", "the Louvre or the Prado"): the
-    # first takes as many words as the second.
-    first = " ".join(before.split()[-min(_OPTION_WORDS, len(match.group("after").split())):])
+    started = _OPTION_START.match(match.group("before"))
+    if started is not None:
+        first = started.group("option")
+    else:
+        first = " ".join(match.group("before").split()[-min(_OPTION_WORDS, len(match.group("after").split())):])
     found = tuple(_LEADING_FILLER.sub("", part.strip()).strip(" .\"'“”") for part in (first, match.group("after")))
     if not all(found) or found[0].lower() == found[1].lower():
         return ()

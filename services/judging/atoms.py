@@ -75,9 +75,9 @@ def _atoms(text: str) -> tuple[Atom, ...]:
         kind = YEAR if fraction is None and _YEAR.match(whole) else NUMBER
         add(match.start(), match.end(), Atom(match.group(0), kind, _number_key(whole, fraction)))
     for match in _WORD.finditer(text):
-        value = CARDINAL_VALUES.get(match.group(0).lower())
-        if value is not None and not any(s <= match.start() < e for s, e in taken):
-            add(match.start(), match.end(), Atom(match.group(0), NUMBER, _number_key(value, None)))
+        cardinal = CARDINAL_VALUES.get(match.group(0).lower())
+        if cardinal is not None and not any(s <= match.start() < e for s, e in taken):
+            add(match.start(), match.end(), Atom(match.group(0), NUMBER, _number_key(cardinal, None)))
     concise = len(_WORD.findall(text)) <= CONCISE_WORDS
     for match in _CAPITALIZED.finditer(text):
         word = match.group(0)

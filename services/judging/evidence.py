@@ -13,13 +13,15 @@ one it does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from services.judging._lexical import Term, coverage
+from services.judging._lexicon import ANTONYM_PAIRS
 from services.judging._morphology import related_in
-from services.judging._opposites import negated_by_prefix, opposite_word
+from services.judging._opposites import negated_by_prefix
 from services.judging._segments import segment_chunk
 from services.judging.atoms import Atom, atoms, holds
 from services.judging.claims import Claim
@@ -47,6 +49,7 @@ class ClaimEvidence:
     evidence: ContextSentence | None
     evidence_support: float  # share of the claim's additions in the evidence sentence
     question_coverage: float  # share of the question's terms the evidence sentence names
+    best_coverage: float  # ...and the most any context sentence names
     locality: float  # 0-1: the question's words near the claim's additions in the evidence
     rival_locality: float  # the best locality of another name/number of the same kind
     reversal: tuple[str, str] | None  # (claim word, the evidence's opposite)
@@ -75,22 +78,52 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
     unsupported_words = tuple(w for w, ok in zip(claim.added_words, held) if not ok)
     word_support = sum(held) / len(held) if held else 1.0
-    best, best_key, best_share = None, (-1.0, -1.0), 0.0
+    best, best_key, best_share, best_coverage = None, (-1.0, -1.0), 0.0, 0.0
     for sentence in pool:
         share = _share(claim, sentence)
         key = (share, coverage(terms, sentence.text) if terms else 0.0)
+        best_coverage = max(best_coverage, key[1])
         if key > best_key:
             best, best_key, best_share = sentence, key, share
     if best is None:
-        return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0, None)
+        return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0,
+                             0.0, None)
     asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
     own = _answer_stems(claim)
     near = locality(asked, own, best.stems)
     rivals = _rival_stems(claim, pool)
     rival = max((locality(asked, r, s.stems) for s in pool for r in rivals if set(r) <= set(s.stems)), default=0.0)
-    reversal = opposite_word(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
+    reversal = turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
     return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
-                         best_key[1], near, rival, reversal)
+                         best_key[1], best_coverage, near, rival, reversal)
+
+
+# The antonym pairs by stem, both ways: "raises" against "lowers" is "raised" against "lowered".
+_OPPOSITE_STEMS: dict[str, frozenset[str]] = {}
+for _a, _b in ANTONYM_PAIRS:
+    for _x, _y in ((_a, _b), (_b, _a)):
+        (_sx,), (_sy,) = tokenize(_x) or [_x], tokenize(_y) or [_y]
+        _OPPOSITE_STEMS[_sx] = _OPPOSITE_STEMS.get(_sx, frozenset()) | {_sy}
+_LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
+
+
+def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
+    """(claim word, the evidence's word for its opposite) when the claim says a word its evidence
+    turns around and does not say itself. Words in capitals are names ("South Carolina")."""
+    said = {_stem_of(w): w for w in _LOWER_WORD.findall(evidence[:1].lower() + evidence[1:])}
+    claimed = {_stem_of(w): w for w in _LOWER_WORD.findall(claim[:1].lower() + claim[1:])}
+    for stem, word in claimed.items():
+        if stem in said:
+            continue
+        opposite = next((said[o] for o in sorted(_OPPOSITE_STEMS.get(stem, ())) if o in said and o not in claimed), None)
+        if opposite is not None:
+            return word, opposite
+    return None
+
+
+def _stem_of(word: str) -> str:
+    stems = tokenize(word)
+    return stems[0] if stems else word
 
 
 def _share(claim: Claim, sentence: ContextSentence) -> float:

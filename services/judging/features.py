@@ -13,22 +13,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.judging._contradiction import contradiction
-from services.judging._lexical import Term, query_terms
+from services.judging._lexical import Term, coverage, query_terms
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.atoms import CONCISE_WORDS
 from services.judging.claims import answer_claims, is_abstention, is_concise
 from services.judging.evidence import ClaimEvidence, ContextSentence, context_sentences, locality, read_claim
+from services.judging.nli import Entail
 from services.retrieval.text import tokenize
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
 
 FEATURES = (
     "abstains", "adds_nothing", "unsupported_atom", "atom_support", "word_support", "evidence_support",
-    "question_coverage", "locality", "locality_margin", "type_fit", "option_margin", "reversal",
-    "contradiction", "similarity", "relevance", "concise",
+    "question_coverage", "coverage_margin", "locality", "locality_margin", "type_fit", "option_margin", "reversal",
+    "contradiction", "similarity", "relevance", "evidence_margin", "concise",
+    # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
+    # either way): a language model backend's own reflection score and an NLI cross-encoder's
+    # entailment of each claim by its evidence sentence.
+    "model_log_odds", "nli_log_odds",
 )
+LOG_ODDS_LIMIT = 4.0  # a model's 0.99 counts as 0.98: no single verdict outweighs the rest
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
+MARGIN_SENTENCES = 12  # context sentences embedded to find the one most about the question
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,10 @@ class Reading:
     contradiction_reason: str | None
 
 
-def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None) -> Reading:
+def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None,
+                entail: Entail | None = None, model_support: float | None = None) -> Reading:
+    """The signals for `answer`; `entail` (an NLI model) and `model_support` (a language model's
+    P(grounded)) add theirs when given."""
     expected = expected_kind(question)
     features = dict.fromkeys(FEATURES, 0.0)
     if is_abstention(answer):
@@ -67,6 +77,9 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         # The claim that answers is the one whose evidence is most about the question.
         answering = max(adding, key=lambda r: (r.question_coverage, r.locality))
         features["question_coverage"] = answering.question_coverage
+        # A name from the passage's wrong sentence is supported; its sentence is not the one
+        # about the question. 0 when the evidence is the sentence that names most of it.
+        features["coverage_margin"] = answering.question_coverage - answering.best_coverage
         features["locality"] = max(r.locality for r in adding)
         features["locality_margin"] = float(np.clip(max(r.locality - r.rival_locality for r in adding), -1.0, 1.0))
     added_text = " ".join(w for r in adding for w in r.claim.added_words)
@@ -80,7 +93,18 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if embed is not None and adding:
         features["similarity"] = _similarity(question, adding, embed)
         features["relevance"] = _relevance(question, answering.claim.text, embed)
+        features["evidence_margin"] = _evidence_margin(question, answering, pool, terms, embed)
+    if model_support is not None:
+        features["model_log_odds"] = log_odds(model_support)
+    if entail is not None and adding:
+        pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
+        features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     return Reading(features, read, expected, False, found.reason if found else None)
+
+
+def log_odds(p: float) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return float(np.clip(np.log(p / (1 - p)), -LOG_ODDS_LIMIT, LOG_ODDS_LIMIT))
 
 
 def _without(question: str, options: Sequence[str]) -> str:
@@ -115,6 +139,20 @@ def _relevance(question: str, claim: str, embed: Embed) -> float:
     vectors = embed([question, _statement(question, claim)])
     cosine = float(vectors[0] @ vectors[1])
     return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
+
+
+def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
+                     terms: Sequence[Term], embed: Embed) -> float:
+    """cos(question, evidence) less the best cos(question, sentence) over the context sentences
+    that name most of the question (at most MARGIN_SENTENCES of them): 0 when the answer comes
+    from the sentence most about the question, below 0 when another sentence is more so."""
+    if answering.evidence is None:
+        return -1.0
+    ranked = sorted(pool, key=lambda s: -coverage(terms, s.text))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
+    texts = [question, answering.evidence.text, *(s.text for s in ranked)]
+    vectors = embed(texts)
+    cosines = vectors[1:] @ vectors[0]
+    return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0))
 
 
 def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed) -> float:

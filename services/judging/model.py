@@ -22,6 +22,11 @@ from services.judging.features import FEATURES
 
 MODEL_FILE = "judge_model.json"
 MIN_VERDICTS_TO_REFIT = 40  # and at least 10 of each kind: fewer fit noise
+# A model's verdict, as log-odds, added at weight 1 is Bayes' rule for evidence independent of
+# the rest. No model backend or NLI model is reachable where the shipped coefficients are
+# fitted, so these signals never vary there and keep this prior; a refit on reviewers' verdicts
+# of runs a model did judge fits them.
+PRIOR_WEIGHTS = {"model_log_odds": 1.0, "nli_log_odds": 1.0}
 
 
 @dataclass(frozen=True)
@@ -61,13 +66,16 @@ def shipped_model() -> JudgeModel:
 
 def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: str, accept_at: float,
         trained_on: Mapping[str, Any], regularization: float = 1.0) -> JudgeModel:
-    """A logistic regression over FEATURES (L2, `regularization` = sklearn's C)."""
+    """A logistic regression over FEATURES (L2, `regularization` = sklearn's C); a signal that
+    never varies in `rows` keeps its prior weight (PRIOR_WEIGHTS, else 0)."""
     from sklearn.linear_model import LogisticRegression
 
     if len(set(labels)) < 2:
         raise InputError("fitting the judge needs both right and wrong answers")
-    matrix = [[float(row.get(name, 0.0)) for name in FEATURES] for row in rows]
+    varying = [name for name in FEATURES if len({float(row.get(name, 0.0)) for row in rows}) > 1]
+    matrix = [[float(row.get(name, 0.0)) for name in varying] for row in rows]
     fitted = LogisticRegression(C=regularization, max_iter=2000).fit(matrix, list(labels))
-    coefficients = {name: round(float(w), 6) for name, w in zip(FEATURES, fitted.coef_[0], strict=True)}
+    coefficients = {name: PRIOR_WEIGHTS.get(name, 0.0) for name in FEATURES}
+    coefficients.update({name: round(float(w), 6) for name, w in zip(varying, fitted.coef_[0], strict=True)})
     return JudgeModel(version, coefficients, round(float(fitted.intercept_[0]), 6), accept_at,
                       {**trained_on, "answers": len(labels), "right": int(sum(labels))})

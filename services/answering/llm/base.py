@@ -97,6 +97,9 @@ class AnswerBackend(abc.ABC):
     name: ClassVar[str]
     label: ClassVar[str]  # how the UI names it, e.g. "offline (extractive)"
     is_llm: ClassVar[bool]
+    # True for a backend whose reflection is the judge's verdict read as one (services.judging):
+    # the pipeline then judges once and does not call reflect() again.
+    reflects_by_judge: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.log = CallLog()

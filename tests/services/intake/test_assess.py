@@ -176,6 +176,12 @@ def test_the_pipelines_status_rule_decides_whether_an_assessed_run_skips_review(
     assert doubted.status == RunStatus.PENDING
     empty = assess(record(contexts, answer=""), backend=ScriptedBackend((0.95,)), profile=lenient)
     assert empty.status == RunStatus.PENDING and empty.iteration.reflection is None
+    # A reflection approving an answer the judge finds invented does not skip review.
+    invented = assess(record(contexts, answer="Replace the SRVO-099 servo amplifier [1]."),
+                      backend=ScriptedBackend((0.95,)), profile=lenient)
+    assert invented.iteration.verdict is not None and not invented.iteration.verdict.auto_accept
+    assert "'SRVO-099' appears in no context" in invented.iteration.verdict.reason
+    assert invented.status == RunStatus.PENDING
 
 
 def test_an_assessed_record_becomes_a_run_like_any_other(corpus, settings):
@@ -187,12 +193,17 @@ def test_an_assessed_record_becomes_a_run_like_any_other(corpus, settings):
     assessment = assess(run_record, backend=offline)
     run = imported_run(assessment, run_record, source="api", collection="default", intake_id=7)
     assert (run.source, run.preset, run.final_answer, run.route) == ("api", "external", run_record.answer, ("ACCEPT_BEST",))
-    assert run.iterations[0].decision_reason == ASSESSED_REASON and run.outcome_note == ASSESSED_REASON
+    verdict = run.iterations[0].verdict
+    assert run.iterations[0].decision_reason == ASSESSED_REASON and verdict is not None
+    # The run says why, in the judge's words: 'pack' is in no context of this record.
+    assert run.outcome_note == f"{ASSESSED_REASON}; judge: {verdict.label}, {verdict.reason}"
+    assert "'pack' appears in no context" in verdict.reason and run.p_supported == verdict.p_supported
     assert run.config["assessment"]["trace_id"] == "prod-42" and run.config["assessment"]["intake_id"] == 7
     assert run.config["assessment"]["not_computed"] == assessment.not_computed
     assert run.config["reflection_min_score"] == assessment.config.reflection_min_score  # what tuning reads
     assert [e.event_type for e in run.events][0] == "assessment_start"
-    assert {c.operation for c in run.iterations[0].llm_calls} == {"reflect", "grade", "identify_gaps"}
+    # The offline backend's reflection is the judge's verdict read as one: no reflect() call of its own.
+    assert {c.operation for c in run.iterations[0].llm_calls} == {"grade", "identify_gaps"}
 
     bare = record([], answer="It is probably the battery.")
     no_contexts = assess(bare, backend=offline)

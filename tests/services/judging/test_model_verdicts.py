@@ -1,0 +1,67 @@
+"""Models' verdicts in the judge's combination: an NLI cross-encoder by name, a language model's
+reflection score. No NLI model ships offline, so the cross-encoder here is a tiny one built in
+the test (random weights, real files, loaded by sentence-transformers like any other)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.errors import InputError
+from services.judging import judge_answer
+from services.judging.features import LOG_ODDS_LIMIT
+from services.judging.model import PRIOR_WEIGHTS, fit, shipped_model
+from services.judging.nli import nli_scorer
+
+QUESTION = "Where does the maker of the robot arm have its head office?"
+CONTEXTS = ["The maker of the robot arm is headquartered in Osaka, close to the port."]
+
+
+def _tiny_cross_encoder(path, labels: dict[int, str]) -> str:  # type: ignore[no-untyped-def]
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "maker", "robot", "arm", "osaka", "kobe", "in", "is"]
+    (path / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(path)
+    config = BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                        intermediate_size=16, max_position_embeddings=64, num_labels=len(labels),
+                        id2label=labels, label2id={v: k for k, v in labels.items()})
+    BertForSequenceClassification(config).save_pretrained(path)
+    return str(path)
+
+
+def test_an_nli_model_named_in_settings_gives_entailment_probabilities_and_enters_the_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    entail = nli_scorer(_tiny_cross_encoder(tmp_path, {0: "contradiction", 1: "entailment", 2: "neutral"}))
+    probabilities = entail([("The maker is in Osaka.", "Osaka"), ("The maker is in Osaka.", "Kobe")])
+    assert probabilities.shape == (2,) and np.all((probabilities > 0) & (probabilities < 1))
+    without = judge_answer(QUESTION, "Osaka", CONTEXTS)
+    with_nli = judge_answer(QUESTION, "Osaka", CONTEXTS, entail=entail)
+    assert without.features["nli_log_odds"] == 0.0
+    assert with_nli.features["nli_log_odds"] != 0.0 and abs(with_nli.features["nli_log_odds"]) <= LOG_ODDS_LIMIT
+    assert with_nli.p_supported != without.p_supported  # it moves P(supported), at the prior weight
+
+
+def test_an_nli_model_without_an_entailment_label_is_refused_with_its_labels(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="no single entailment label"):
+        nli_scorer(_tiny_cross_encoder(tmp_path, {0: "negative", 1: "positive"}))
+    with pytest.raises(InputError, match="could not be loaded"):
+        nli_scorer(str(tmp_path / "missing-model"))
+
+
+def test_a_language_model_s_reflection_moves_p_supported_as_evidence_at_the_prior_weight() -> None:
+    sure = judge_answer(QUESTION, "Osaka", CONTEXTS, model_support=0.95)
+    doubtful = judge_answer(QUESTION, "Osaka", CONTEXTS, model_support=0.05)
+    alone = judge_answer(QUESTION, "Osaka", CONTEXTS)
+    assert doubtful.p_supported < alone.p_supported < sure.p_supported
+    assert shipped_model().coefficients["model_log_odds"] == PRIOR_WEIGHTS["model_log_odds"]
+
+
+def test_a_refit_keeps_the_prior_for_a_signal_that_never_varied_and_fits_one_that_did() -> None:
+    rows = [{"word_support": float(i % 2), "model_log_odds": 0.0} for i in range(40)]
+    labels = [i % 2 for i in range(40)]
+    model = fit(rows, labels, version="t", accept_at=0.9, trained_on={})
+    assert model.coefficients["model_log_odds"] == PRIOR_WEIGHTS["model_log_odds"]
+    assert model.coefficients["word_support"] > 0
+    varied = fit([{**r, "model_log_odds": 2.0 if y else -2.0} for r, y in zip(rows, labels)], labels,
+                 version="t", accept_at=0.9, trained_on={})
+    assert varied.coefficients["model_log_odds"] != PRIOR_WEIGHTS["model_log_odds"]
