@@ -1,0 +1,335 @@
+"""Judge benchmark: how well scores tell right answers from wrong ones when other systems wrote
+them (bench/judge_set.py's development set), per corpus and per kind of answer, for the answer
+judge and three baselines side by side.
+
+    python bench/judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
+                          [--seed 0] [--split test|train|all] [--scorers judge,legacy,word_support,length]
+                          [--dump cases.jsonl]
+
+Scorers (higher = more likely right): judge (services.judging.judge_answer's P(supported));
+legacy (the offline backend's reflection and grade as they were before services/judging/, at
+LEGACY_REV, run from that revision's tree in a process of its own; blended as the pipeline
+blends them, retrieval left out); word_support (share of the answer's content words found in the contexts);
+length (characters: the development set is built so that it separates nothing, AUROC ~0.5).
+A kind's AUROC compares its wrong answers with the right answers of the same form on the same
+questions (judge_set.COMPARISONS); "cross_form" adds the issue's first pairing (right concise
+against a restatement with a fabricated value), which length alone separates. --dump writes every built case (both splits) as JSONL, with
+the scores of those that were scored.
+
+Last stdout line: {"by_corpus": {corpus: {"n", "auroc": {scorer: {"pooled", "by_kind"}}, "judge_auto_accept"}},
+"pooled": {...}, "targets": {...}, ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import emit, log, machine, rounded, today  # noqa: E402
+from bench.judge_set import COMPARISONS, KINDS, JudgeCase, build_cases  # noqa: E402
+
+Scorer = Callable[[JudgeCase], float]
+SCORERS = ("judge", "legacy", "word_support", "length")
+# Across forms, as the issue first measured it: a right concise answer against the question
+# restated with a fabricated value, on the same questions. Length alone separates these (the
+# restatement is longer), so it is reported beside the per-kind figures, never as a target.
+CROSS_FORM = {"fabricated_restated_vs_right_concise": ("fabricated_restated", "right_concise")}
+# The issue's targets, on every corpus: AUROC floors (pooled and per kind), the length-only
+# baseline's band, and the precision of what the judge auto-accepts.
+TARGETS = {"pooled": 0.92, "fabricated_restated": 0.95, "fabricated_concise": 0.95, "changed_number": 0.95,
+           "wrong_option": 0.80, "same_passage_name": 0.80, "reversed": 0.75, "length": (0.45, 0.55),
+           "auto_accept_precision": 0.97}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
+    parser.add_argument("--per-corpus", type=int, default=300, help="questions drawn per corpus (both splits)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", choices=("test", "train", "all"), default="test")
+    parser.add_argument("--scorers", default=",".join(SCORERS), help="comma-separated; empty scores nothing")
+    parser.add_argument("--legacy-rev", default=LEGACY_REV,
+                        help="the revision whose offline backend is the legacy scorer ('current': this tree's)")
+    parser.add_argument("--dump", type=Path, default=None, help="write the built cases as JSONL")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    started = time.perf_counter()
+
+    corpora = args.corpora.split(",")
+    log(f"building the development set: {', '.join(corpora)}, {args.per_corpus} questions each, seed {args.seed}")
+    built = build_cases(corpora, args.per_corpus, args.seed)
+    cases = [c for c in built if args.split == "all" or c.split == args.split]
+    log(f"{len(built)} cases built, {len(cases)} in the {args.split} split")
+
+    requested = [s for s in args.scorers.split(",") if s]
+    unknown = sorted(set(requested) - set(SCORERS))
+    if unknown:
+        raise SystemExit(f"unknown scorer(s) {', '.join(unknown)}; choose from {', '.join(SCORERS)}")
+    scorers, unavailable, accepts = make_scorers(requested)
+    scores: dict[str, list[float]] = {}
+    accepted: list[bool] = []
+    if "legacy" in requested:
+        began = time.perf_counter()
+        log(f"legacy: the offline backend of {args.legacy_rev[:12]} on {len(cases)} cases")
+        try:
+            scores["legacy"] = legacy_scores(cases, args.legacy_rev)
+            log(f"  legacy: {(time.perf_counter() - began) / max(1, len(cases)) * 1000:.1f} ms a case")
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            unavailable["legacy"] = str(exc)
+    for name, scorer in scorers.items():
+        began = time.perf_counter()
+        values = []
+        for i, case in enumerate(cases, 1):
+            values.append(float(scorer(case)))
+            if i % 250 == 0 or i == len(cases):
+                log(f"  {name}: {i}/{len(cases)} ({(time.perf_counter() - began) / i * 1000:.1f} ms a case)")
+        scores[name] = values
+        if name == "judge" and accepts is not None:
+            accepted = [accepts(case) for case in cases]
+
+    result: dict[str, Any] = {"split": args.split, "corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed,
+                              "scorers": list(scores), "legacy_rev": args.legacy_rev if "legacy" in scores else None}
+    for name, reason in unavailable.items():
+        result[name] = f"unavailable: {reason}"
+        log(f"{name} scorer unavailable: {reason}")
+    by_corpus = {}
+    for corpus in corpora:
+        picked = [i for i, c in enumerate(cases) if c.corpus == corpus]
+        by_corpus[corpus] = summarize([cases[i] for i in picked], {n: [v[i] for i in picked] for n, v in scores.items()},
+                                      [accepted[i] for i in picked] if accepted else None)
+    result["by_corpus"] = by_corpus
+    result["pooled"] = summarize(cases, scores, accepted or None)
+    result["targets"] = {"thresholds": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGETS.items()},
+                         "scorer": "judge",
+                         "met": {name: targets_met(summary) for name, summary in [*by_corpus.items(), ("pooled", result["pooled"])]}}
+    for corpus, summary in [*by_corpus.items(), ("pooled", result["pooled"])]:
+        log(f"{corpus}: " + "; ".join(f"{n} {a['pooled']}" for n, a in summary["auroc"].items()))
+    if args.dump is not None:
+        dump(args.dump, built, cases, scores)
+        log(f"wrote {len(built)} cases to {args.dump}")
+    result.update({"machine": machine(), "date": today(), "wall_s": round(time.perf_counter() - started, 1)})
+    emit(result)
+
+
+# --- scorers ------------------------------------------------------------------------------------
+
+def make_scorers(names: list[str]) -> tuple[dict[str, Scorer], dict[str, str], Callable[[JudgeCase], bool] | None]:
+    """The scorers asked for that can run here, why the others cannot, and the judge's
+    auto-accept decision (None without the judge)."""
+    scorers: dict[str, Scorer] = {}
+    unavailable: dict[str, str] = {}
+    accepts = None
+    for name in names:
+        if name == "judge":
+            try:
+                scorer, accepts = _judge()
+            except ImportError as exc:  # being written: the baselines still run
+                unavailable[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            scorers[name] = scorer
+        elif name == "legacy":
+            continue  # scored in one batch by legacy_scores
+        elif name == "word_support":
+            scorers[name] = _word_support()
+        else:
+            scorers[name] = lambda case: float(len(case.answer))
+    return scorers, unavailable, accepts
+
+
+def _judge() -> tuple[Scorer, Callable[[JudgeCase], bool]]:
+    """services.judging.judge_answer, with the packaged embedding model when it takes one."""
+    from services.judging import judge_answer
+
+    options: dict[str, Any] = {}
+    if "embed" in inspect.signature(judge_answer).parameters:
+        try:
+            from services.judging.vectors import cached_embedder
+            from services.settings import get_settings
+
+            options["embed"] = cached_embedder(get_settings().embedding_model)
+        except ImportError as exc:
+            log(f"judge runs without embeddings: {exc}")
+    verdicts: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+
+    def verdict(case: JudgeCase) -> Any:
+        key = (case.question, case.answer, tuple(case.contexts))
+        if key not in verdicts:
+            verdicts[key] = judge_answer(case.question, case.answer, case.contexts, **options)
+        return verdicts[key]
+
+    return (lambda case: float(verdict(case).p_supported)), (lambda case: bool(verdict(case).auto_accept))
+
+
+# The offline judge as it stood before services/judging/ replaced it (the issue's 0.17): its
+# reflect() and grade() are run from this commit's tree, so the baseline stays what it was.
+LEGACY_REV = "0acb09e55d9f0eda8adac41b43cc114d92568edc"
+# Run inside the extracted tree: score each case of a JSONL file with the offline backend's
+# reflect() and grade(), blended as the pipeline blends them with retrieval left out.
+_LEGACY_WORKER = r"""
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from services.domain import Hit
+from services.settings import get_settings
+for module in ("services.answering.offline", "services.answering.llm.offline"):
+    try:
+        importlib.import_module(module)  # registers "offline"
+        break
+    except ModuleNotFoundError:
+        continue
+from services.answering.llm.base import create_backend
+try:
+    from services.scoring.blend import BLEND_WEIGHTS
+except ImportError:
+    from services.answering.decisions import BLEND_WEIGHTS
+backend = create_backend("offline", embedding_model=get_settings().embedding_model)
+wr, wg = BLEND_WEIGHTS["reflection"], BLEND_WEIGHTS["grade"]
+with open(sys.argv[2], encoding="utf-8") as cases, open(sys.argv[3], "w", encoding="utf-8") as out:
+    for n, line in enumerate(cases, 1):
+        case = json.loads(line)
+        hits = [Hit(chunk_id=-(i + 1), document_id=0, external_id=f"context-{i + 1}", title="", text=text,
+                    rank=i + 1, fused_score=0.0) for i, text in enumerate(case["contexts"])]
+        reflection = backend.reflect(case["question"], case["answer"], hits)
+        grade = backend.grade(case["question"], case["answer"])
+        backend.log.drain()
+        out.write(json.dumps((wr * reflection.reflection_score + wg * (grade.score - 1) / 4) / (wr + wg)) + "\n")
+        if n % 250 == 0:
+            print(f"  legacy: {n} cases", file=sys.stderr, flush=True)
+"""
+
+
+def legacy_scores(cases: list[JudgeCase], rev: str) -> list[float]:
+    """The legacy judge's score for each case: the offline backend of `rev` ("current": this
+    tree's), run in a process of its own on that revision's services/ (git archive)."""
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="judge-legacy-") as tmp:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        if rev == "current":
+            (tree / "services").symlink_to(root / "services")
+        else:
+            archive = subprocess.run(["git", "-C", str(root), "archive", rev, "services"], capture_output=True, check=False)
+            if archive.returncode != 0:
+                raise RuntimeError(f"git archive {rev} failed: {archive.stderr.decode(errors='replace').strip()}")
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        inputs, outputs = Path(tmp) / "cases.jsonl", Path(tmp) / "scores.jsonl"
+        with inputs.open("w", encoding="utf-8") as handle:
+            for case in cases:
+                handle.write(json.dumps({"question": case.question, "answer": case.answer, "contexts": case.contexts}) + "\n")
+        from services.settings import get_settings
+
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "EMBEDDING_MODEL": get_settings().embedding_model}
+        subprocess.run([sys.executable, "-c", _LEGACY_WORKER, str(tree), str(inputs), str(outputs)],
+                       cwd=tree, env=env, check=True)
+        with outputs.open(encoding="utf-8") as handle:
+            return [float(json.loads(line)) for line in handle]
+
+
+def _word_support() -> Scorer:
+    """Share of the answer's distinct content words (stemmed, stopwords out) the contexts hold."""
+    from services.retrieval.text import tokenize
+
+    context_words: dict[tuple[str, ...], set[str]] = {}
+
+    def score(case: JudgeCase) -> float:
+        words = set(tokenize(case.answer))
+        if not words:
+            return 0.0
+        key = tuple(case.contexts)
+        if key not in context_words:
+            context_words[key] = {w for text in case.contexts for w in tokenize(text)}
+        return len(words & context_words[key]) / len(words)
+
+    return score
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def auroc(labels: list[int], values: list[float]) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    return rounded(roc_auc_score(labels, values)) if len(set(labels)) == 2 else None
+
+
+def kind_pairs(cases: list[JudgeCase], comparisons: dict[str, str] = COMPARISONS) -> dict[str, list[int]]:
+    """For each wrong kind present: the indexes of its cases and of the right answers of the
+    kind it is compared with, on the questions that have it."""
+    asked: dict[str, set[tuple[str, str]]] = {}
+    for case in cases:
+        if case.kind in comparisons:
+            asked.setdefault(case.kind, set()).add((case.corpus, case.question_id))
+    return {kind: [i for i, c in enumerate(cases)
+                   if (c.kind == kind or c.kind == comparisons[kind]) and (c.corpus, c.question_id) in questions]
+            for kind, questions in sorted(asked.items())}
+
+
+def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: list[bool] | None) -> dict[str, Any]:
+    labels = [c.label for c in cases]
+    pairs = kind_pairs(cases)
+    crossed = {name: kind_pairs(cases, {wrong: right}).get(wrong, []) for name, (wrong, right) in CROSS_FORM.items()}
+    summary: dict[str, Any] = {
+        "n": {"cases": len(cases), "right": sum(labels), "wrong": len(labels) - sum(labels)},
+        "n_by_kind": {k: sum(1 for c in cases if c.kind == k) for k in KINDS},
+        "auroc": {name: {"pooled": auroc(labels, values),
+                         "by_kind": {kind: auroc([labels[i] for i in idx], [values[i] for i in idx])
+                                     for kind, idx in pairs.items()},
+                         "cross_form": {name: auroc([labels[i] for i in idx], [values[i] for i in idx])
+                                        for name, idx in crossed.items() if idx}}
+                  for name, values in scores.items()},
+    }
+    if accepted is not None:
+        taken = [c for c, a in zip(cases, accepted) if a]
+        right = sum(labels)
+        summary["judge_auto_accept"] = {
+            "n": len(taken),
+            "precision": rounded(sum(c.label for c in taken) / len(taken)) if taken else None,
+            "share_of_right": rounded(sum(c.label for c in taken) / right) if right else None,
+            "share_of_wrong_by_kind": {
+                kind: rounded(sum(1 for c, a in zip(cases, accepted) if a and c.kind == kind) / n)
+                for kind in KINDS if KINDS[kind][0] == 0 and (n := sum(1 for c in cases if c.kind == kind))},
+        }
+    return summary
+
+
+def targets_met(summary: dict[str, Any]) -> dict[str, bool | None]:
+    """Each target, met or not (None when its figure is missing: the judge did not run)."""
+    judge = summary["auroc"].get("judge")
+    met: dict[str, bool | None] = {}
+    for target, floor in TARGETS.items():
+        if target == "length":
+            value = summary["auroc"].get("length", {}).get("pooled")
+            met[target] = None if value is None else floor[0] <= value <= floor[1]  # type: ignore[index]
+        elif target == "auto_accept_precision":
+            precision = summary.get("judge_auto_accept", {}).get("precision")
+            met[target] = None if precision is None else precision >= floor  # type: ignore[operator]
+        else:
+            value = None if judge is None else judge["pooled"] if target == "pooled" else judge["by_kind"].get(target)
+            met[target] = None if value is None else value >= floor  # type: ignore[operator]
+    return met
+
+
+def dump(path: Path, built: list[JudgeCase], scored: list[JudgeCase], scores: dict[str, list[float]]) -> None:
+    """Every built case as a JSON line, with its scores when it was scored."""
+    position = {id(c): i for i, c in enumerate(scored)}
+    with path.open("w", encoding="utf-8") as handle:
+        for case in built:
+            row = dataclasses.asdict(case)
+            if id(case) in position:
+                row["scores"] = {name: values[position[id(case)]] for name, values in scores.items()}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
