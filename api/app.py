@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from api.errors import http_error, validation_failed, workbench_error
 from api.limits import BodySizeLimit
 from api.routes import router
+from api.traces import router as traces_router
 from api.worker import AssessmentWorker
 from services.errors import WorkbenchError
 from services.intake.schema import ExternalRun
@@ -62,6 +63,7 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.state.settings = settings
     app.state.worker = AssessmentWorker(settings) if assess else None
     app.include_router(router)
+    app.include_router(traces_router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_exception_handler(WorkbenchError, workbench_error)
     app.add_exception_handler(RequestValidationError, validation_failed)

@@ -1,5 +1,6 @@
-"""The API's assessment worker: a background thread that drains the intake queue, so POST
-/runs stays a fast insert and pushed runs still reach the review queue within seconds.
+"""The API's assessment worker: a background thread that assembles traces whose spans are in
+(POST /v1/traces) into intake records and drains the intake queue, so POST /runs and
+/v1/traces stay fast inserts and pushed runs still reach the review queue within seconds.
 
 It checks the queue about once a second while it is empty and drains it when it is not,
 a few records per round so that a shutdown waits for at most those. Any number of workers
@@ -17,7 +18,9 @@ from collections.abc import Callable
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.intake.assess import ProcessSummary, process_queue
+from services.intake.traces import AssemblySummary, assemble_ready_traces
 from services.settings import Settings
+from services.store import transaction
 
 _log = logging.getLogger("workbench.api.worker")
 POLL_SECONDS = 1.0
@@ -61,15 +64,26 @@ class AssessmentWorker:
         while not self._stop.is_set():
             self.rounds += 1
             summary = ProcessSummary(0, 0, 0)
+            assembly = AssemblySummary(0, 0)
             try:
+                assembly = self._assemble_traces()
                 backend = backend or self._backend_factory(self._settings)
                 summary = process_queue(limit=RECORDS_PER_ROUND, settings=self._settings, backend=backend)
             except Exception:  # the store is down, or a bug: log it, keep the API up, try again
                 _log.exception("assessing queued runs failed; retrying in %.0f s", self._poll_seconds)
             if summary.assessed or summary.failed:
                 _log.info("assessed %d, failed %d, %d still queued", summary.assessed, summary.failed, summary.remaining)
-            if summary.remaining == 0 or not (summary.assessed or summary.failed):
+            if assembly.assembled or assembly.dropped:
+                _log.info("traces: %d assembled into runs, %d dropped", assembly.assembled, assembly.dropped)
+            busy = summary.assessed or summary.failed or assembly.assembled or assembly.dropped
+            if (summary.remaining == 0 and not assembly.assembled) or not busy:
                 self._stop.wait(self._poll_seconds)
+
+    def _assemble_traces(self) -> AssemblySummary:
+        """Traces whose spans are all in (POST /v1/traces) into queued records, before the drain."""
+        with transaction(self._settings) as session:
+            return assemble_ready_traces(settle_seconds=self._settings.otlp_settle_seconds,
+                                         quiet_seconds=self._settings.otlp_quiet_seconds, session=session)
 
 
 def _lower_priority() -> None:

@@ -318,7 +318,7 @@ class RunIntake(Base):
 
     __tablename__ = "run_intake"
     __table_args__ = (
-        CheckConstraint("source IN ('import', 'api')", name="run_intake_source"),
+        CheckConstraint("source IN ('import', 'api', 'otlp')", name="run_intake_source"),
         CheckConstraint("status IN ('queued', 'assessed', 'failed')", name="run_intake_status"),
         Index("run_intake_queued", "id", postgresql_where=text("status = 'queued'")),
     )

@@ -2,6 +2,7 @@
 
     WorkbenchError
     ├── InputError            bad query, bad file, bad filter, bad weights
+    │   └── PayloadTooLargeError  a body or file over its size limit
     ├── DatabaseUnavailableError   the store cannot be reached (names what was tried)
     ├── DatabaseRefusedError  the store aborted one action (deadlock, timeout, full disk)
     ├── NotFoundError         a run, document or profile that does not exist
@@ -20,6 +21,10 @@ class WorkbenchError(Exception):
 
 class InputError(WorkbenchError):
     """Input that cannot be used as given (empty query, unreadable file, bad filter)."""
+
+
+class PayloadTooLargeError(InputError):
+    """A request body (as sent or once decompressed) over its size limit."""
 
 
 class DatabaseUnavailableError(WorkbenchError):

@@ -60,6 +60,11 @@ class Settings(StoreSettings):
     api_port: int = 8000
     api_max_body_bytes: int = Field(default=4_000_000, ge=1_000)
     api_max_batch: int = Field(default=500, ge=1)
+    # Traces (POST /v1/traces): a trace is assembled into a run once its root span has arrived
+    # and nothing more of it for OTLP_SETTLE_SECONDS (exports can arrive out of order), or,
+    # when no root span comes, once nothing of it has arrived for OTLP_QUIET_SECONDS.
+    otlp_settle_seconds: float = Field(default=2.0, ge=0)
+    otlp_quiet_seconds: float = Field(default=60.0, ge=0)
 
 
 @lru_cache(maxsize=1)

@@ -20,7 +20,7 @@ from services.errors import InputError, NotFoundError
 from services.intake.schema import ExternalRun, describe_validation_error
 from services.review.queue import ACTIONS
 
-SOURCES = ("import", "api")
+SOURCES = ("import", "api", "otlp")
 STATUSES = ("queued", "assessed", "failed")
 VERDICTS = frozenset(ACTIONS.values())  # a run's review status once a reviewer acted on it
 _MAX_ID = 2**63 - 1  # run_intake.id is a bigint

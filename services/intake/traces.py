@@ -1,0 +1,234 @@
+"""Spans from OTLP exports kept until their trace is whole, then each trace assembled once
+into an intake record (source 'otlp') that the assessment turns into a reviewable run.
+
+A trace is ready when its root span (the one without a parent) has arrived and no span
+of it has arrived for `settle_seconds`, or, rootless, when none has for `quiet_seconds`.
+otlp_traces remembers every trace id: spans of a trace already assembled, dropped or
+refused are counted as late (or ignored, when sent before) and never make a second run.
+Functions take `*, session` and do not commit: an export's spans land together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from services.intake.intake import accept_records
+from services.intake.otlp import Span
+from services.intake.span_facts import SpanRefusedError, span_facts
+from services.intake.trace_runs import TraceSpan, assemble_trace
+
+MAX_REASON_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class RefusedTrace:
+    trace_id: str
+    spans: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class StoredExport:
+    """What one export did: new spans kept, spans sent before, spans of closed traces, refusals."""
+
+    accepted: int
+    duplicates: int
+    late: int
+    refused: list[RefusedTrace] = field(default_factory=list)
+
+    @property
+    def rejected_spans(self) -> int:
+        return sum(r.spans for r in self.refused)
+
+
+_UPSERT_TRACES = text("""
+INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, judges)
+SELECT trace_id, service_name, CAST(:api_key_id AS integer), :judges
+FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name)
+ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
+    service_name = COALESCE(t.service_name, EXCLUDED.service_name)
+RETURNING trace_id, state
+""")
+_INSERT_SPANS = text("""
+INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts)
+SELECT * FROM unnest(CAST(:trace_ids AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
+                     CAST(:facts AS jsonb[]))
+ON CONFLICT DO NOTHING
+RETURNING trace_id, span_id
+""")
+_COUNT_SPANS = text("""
+UPDATE otlp_traces t SET spans = t.spans + c.new, late_spans = t.late_spans + c.late,
+    root_received_at = CASE WHEN c.root AND t.root_received_at IS NULL THEN now() ELSE t.root_received_at END
+FROM unnest(CAST(:trace_ids AS text[]), CAST(:new AS integer[]), CAST(:late AS integer[]), CAST(:roots AS boolean[]))
+    AS c(trace_id, new, late, root)
+WHERE t.trace_id = c.trace_id
+""")
+_REFUSE_TRACES = text("""
+INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, state, reason, closed_at)
+SELECT trace_id, service_name, CAST(:api_key_id AS integer), 'refused', reason, now()
+FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[]), CAST(:reasons AS text[])) AS u(trace_id, service_name, reason)
+ON CONFLICT (trace_id) DO UPDATE SET state = 'refused', reason = EXCLUDED.reason, closed_at = now(),
+    last_received_at = now()
+WHERE t.state = 'open'
+""")
+_EMPTY_SPANS = text("UPDATE otlp_spans SET facts = NULL WHERE trace_id = ANY(:trace_ids) AND facts IS NOT NULL")
+
+
+def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges: bool = True,
+                session: Session) -> StoredExport:
+    """Keep an export's spans under their traces. A trace with a span that can never be part
+    of a record (span_facts.SpanRefusedError) is refused whole: none of its spans is kept,
+    spans of it kept before are emptied, and it will not be assembled."""
+    by_trace: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        by_trace[span.trace_id].append(span)
+    facts: dict[tuple[str, str], dict[str, object]] = {}
+    refused: list[RefusedTrace] = []
+    for trace_id, members in by_trace.items():
+        try:
+            facts.update({(s.trace_id, s.span_id): span_facts(s) for s in members})
+        except SpanRefusedError as exc:
+            refused.append(RefusedTrace(trace_id, len(members), str(exc)[:MAX_REASON_CHARS]))
+    if refused:
+        _refuse(refused, by_trace, api_key_id=api_key_id, session=session)
+    keep = {t: m for t, m in by_trace.items() if t not in {r.trace_id for r in refused}}
+    if not keep:
+        return StoredExport(0, 0, 0, refused)
+    states: dict[str, str] = dict(session.execute(_UPSERT_TRACES, {
+        "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
+        "api_key_id": api_key_id, "judges": judges}).tuples().all())
+    rows = [s for members in keep.values() for s in members]
+    new = set(session.execute(_INSERT_SPANS, {
+        "trace_ids": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
+        "parents": [s.parent_span_id for s in rows],
+        # A closed trace keeps only the ids of late spans: they are counted, never assembled.
+        "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) if states[s.trace_id] == "open" else None for s in rows],
+    }).tuples().all())
+    counts = {t: [0, 0, False] for t in keep}
+    for span in rows:
+        if (span.trace_id, span.span_id) in new:
+            entry = counts[span.trace_id]
+            entry[0 if states[span.trace_id] == "open" else 1] += 1  # type: ignore[operator]
+            entry[2] = entry[2] or span.parent_span_id is None
+            new.discard((span.trace_id, span.span_id))  # a span twice in one export counts once
+    session.execute(_COUNT_SPANS, {"trace_ids": list(counts), "new": [c[0] for c in counts.values()],
+                                   "late": [c[1] for c in counts.values()], "roots": [c[2] for c in counts.values()]})
+    accepted = sum(int(c[0]) for c in counts.values())
+    late = sum(int(c[1]) for c in counts.values())
+    return StoredExport(accepted, len(rows) - accepted - late, late, refused)
+
+
+def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api_key_id: int | None,
+            session: Session) -> None:
+    ids = [r.trace_id for r in refused]
+    session.execute(_REFUSE_TRACES, {"trace_ids": ids, "services": [by_trace[t][0].service_name for t in ids],
+                                     "reasons": [r.reason for r in refused], "api_key_id": api_key_id})
+    session.execute(_EMPTY_SPANS, {"trace_ids": ids})
+
+
+# --- assembly --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AssemblySummary:
+    assembled: int  # became intake records (created, or already there under the same trace id)
+    dropped: int  # not RAG, or not a valid record: the reason is on the trace
+
+
+# SKIP LOCKED: an export holding a trace's row (adding spans) is not waited for, and any
+# number of assemblers can run; each trace is claimed by one.
+_READY = text("""
+SELECT trace_id, service_name, api_key_id, judges FROM otlp_traces
+WHERE state = 'open' AND (
+    (root_received_at IS NOT NULL AND last_received_at <= now() - make_interval(secs => :settle))
+    OR last_received_at <= now() - make_interval(secs => :quiet))
+ORDER BY last_received_at LIMIT :limit
+FOR UPDATE SKIP LOCKED
+""")
+_SPANS_OF = text("""
+SELECT trace_id, span_id, parent_span_id, facts FROM otlp_spans
+WHERE trace_id = ANY(:trace_ids) AND facts IS NOT NULL
+""")
+_CLOSE = text("""
+UPDATE otlp_traces t SET state = c.state, reason = c.reason, intake_id = c.intake_id, closed_at = now()
+FROM unnest(CAST(:trace_ids AS text[]), CAST(:states AS text[]), CAST(:reasons AS text[]), CAST(:intake_ids AS bigint[]))
+    AS c(trace_id, state, reason, intake_id)
+WHERE t.trace_id = c.trace_id
+""")
+
+
+def assemble_ready_traces(*, settle_seconds: float, quiet_seconds: float, limit: int = 200,
+                          session: Session) -> AssemblySummary:
+    """Turn up to `limit` ready traces into queued intake records, or drop them with the reason."""
+    ready = session.execute(_READY, {"settle": settle_seconds, "quiet": quiet_seconds, "limit": limit}).all()
+    if not ready:
+        return AssemblySummary(0, 0)
+    spans: dict[str, list[TraceSpan]] = defaultdict(list)
+    for row in session.execute(_SPANS_OF, {"trace_ids": [r.trace_id for r in ready]}):
+        spans[row.trace_id].append(TraceSpan(row.span_id, row.parent_span_id, row.facts))
+    closed: dict[str, tuple[str, str | None, int | None]] = {}
+    batches: dict[tuple[int | None, bool], list] = defaultdict(list)  # type: ignore[type-arg]
+    for row in ready:
+        outcome = assemble_trace(row.trace_id, spans[row.trace_id], service_name=row.service_name)
+        if outcome.record is None:
+            closed[row.trace_id] = ("dropped", (outcome.reason or "")[:MAX_REASON_CHARS], None)
+        else:
+            batches[(row.api_key_id, row.judges)].append(outcome.record)
+    for (api_key_id, judges), records in batches.items():
+        for accepted in accept_records(records, source="otlp", api_key_id=api_key_id, judges=judges, session=session):
+            assert accepted.trace_id is not None
+            closed[accepted.trace_id] = ("assembled", None, accepted.intake_id)
+    ids = list(closed)
+    session.execute(_CLOSE, {"trace_ids": ids, "states": [closed[t][0] for t in ids],
+                             "reasons": [closed[t][1] for t in ids], "intake_ids": [closed[t][2] for t in ids]})
+    session.execute(_EMPTY_SPANS, {"trace_ids": ids})
+    dropped = sum(1 for c in closed.values() if c[0] == "dropped")
+    return AssemblySummary(len(closed) - dropped, dropped)
+
+
+# --- what the Import runs page shows ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class TraceCounts:
+    open: int  # waiting for the root span or the quiet period
+    assembled: int
+    dropped: int
+    refused: int
+    late_spans: int
+
+
+@dataclass(frozen=True)
+class DroppedTrace:
+    trace_id: str
+    service_name: str | None
+    state: str  # dropped or refused
+    reason: str
+    spans: int
+    closed_at: object
+
+
+_TRACE_COUNTS = text("""
+SELECT count(*) FILTER (WHERE state = 'open') AS open, count(*) FILTER (WHERE state = 'assembled') AS assembled,
+       count(*) FILTER (WHERE state = 'dropped') AS dropped, count(*) FILTER (WHERE state = 'refused') AS refused,
+       COALESCE(sum(late_spans), 0) AS late_spans
+FROM otlp_traces
+""")
+_DROPPED = text("""
+SELECT trace_id, service_name, state, COALESCE(reason, '') AS reason, spans, closed_at FROM otlp_traces
+WHERE state IN ('dropped', 'refused') ORDER BY closed_at DESC NULLS LAST LIMIT :limit
+""")
+
+
+def trace_counts(*, session: Session) -> TraceCounts:
+    row = session.execute(_TRACE_COUNTS).mappings().one()
+    return TraceCounts(**{k: int(v) for k, v in row.items()})
+
+
+def dropped_traces(*, limit: int = 50, session: Session) -> list[DroppedTrace]:
+    """The newest traces that became no run, each with the reason."""
+    return [DroppedTrace(**row) for row in session.execute(_DROPPED, {"limit": limit}).mappings()]
