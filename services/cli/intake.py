@@ -81,8 +81,16 @@ def intake_process(
     collection: str = typer.Option("default", help="Whose documents and BM25 statistics the assessment uses."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Assess queued runs (imported with --no-assess, or pushed while no API worker ran)."""
+    """Assess queued runs (imported with --no-assess, or pushed while no API worker ran), after
+    assembling the traces whose spans are in (POST /v1/traces) into queued runs."""
+    from services.intake.traces import assemble_traces
+    from services.settings import get_settings
+
     try:
+        traces = assemble_traces(settings=get_settings())
+        if traces.assembled or traces.dropped:
+            typer.echo(f"traces: {traces.assembled} became queued runs, {traces.dropped} dropped (not RAG; the Import "
+                       "page says why)", err=True)
         summary = _assess_queue(collection=collection, quiet=as_json, limit=limit)
     except WorkbenchError as exc:
         fail(exc)

@@ -22,6 +22,8 @@ from services.intake.intake import accept_records
 from services.intake.otlp import Span
 from services.intake.span_facts import SpanRefusedError, span_facts
 from services.intake.trace_runs import TraceSpan, assemble_trace
+from services.settings import Settings
+from services.store import transaction
 
 MAX_REASON_CHARS = 2_000
 
@@ -189,6 +191,18 @@ def assemble_ready_traces(*, settle_seconds: float, quiet_seconds: float, limit:
     session.execute(_EMPTY_SPANS, {"trace_ids": ids})
     dropped = sum(1 for c in closed.values() if c[0] == "dropped")
     return AssemblySummary(len(closed) - dropped, dropped)
+
+
+def assemble_traces(*, settings: Settings, batch: int = 200) -> AssemblySummary:
+    """Assemble every trace ready now, `batch` per transaction (`workbench intake process`)."""
+    assembled = dropped = 0
+    while True:
+        with transaction(settings) as session:
+            done = assemble_ready_traces(settle_seconds=settings.otlp_settle_seconds,
+                                         quiet_seconds=settings.otlp_quiet_seconds, limit=batch, session=session)
+        assembled, dropped = assembled + done.assembled, dropped + done.dropped
+        if done.assembled + done.dropped < batch:
+            return AssemblySummary(assembled, dropped)
 
 
 # --- what the Import runs page shows ---------------------------------------------------------

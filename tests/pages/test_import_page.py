@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import streamlit as st
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
@@ -154,3 +155,27 @@ def test_a_record_that_cannot_be_assessed_is_listed_with_its_reason(clean_db, im
     (failures,) = [d.value for d in page.dataframe if d.value.columns[0] == "intake id"]
     assert failures["trace id"].tolist() == ["example-0001"]
     assert "no longer validates" in failures["reason"][0] and "question: required field missing" in failures["reason"][0]
+
+
+def test_traces_that_became_no_run_are_counted_and_listed_with_the_reason(clean_db):  # type: ignore[no-untyped-def]
+    from services.intake.otlp import decode_export
+    from services.intake.traces import assemble_ready_traces, store_spans
+    from tests._otlp import protobuf_body, rag_trace
+
+    page = _open()
+    assert any(c.value.startswith("No traces received yet") for c in page.caption)
+    not_rag = [s for s in rag_trace() if s.name == "retrieve"]  # documents, but no question and no answer
+    rag = rag_trace()
+    with transaction() as session:
+        for spans in (not_rag, rag):
+            store_spans(decode_export(protobuf_body(spans), content_type="application/x-protobuf", content_encoding=None,
+                                      max_bytes=10_000_000), session=session)
+    with transaction() as session:
+        assemble_ready_traces(settle_seconds=0, quiet_seconds=0, session=session)
+    st.cache_data.clear()  # the page's counts are cached for 5 s
+    page = _open()
+    metrics = _metrics(page)
+    assert (metrics["Became runs"], metrics["Dropped (not RAG)"], metrics["Refused"]) == ("1", "1", "0")
+    [dropped] = [d.value for d in page.dataframe if "reason" in d.value.columns and "spans" in d.value.columns]
+    assert list(dropped["what"]) == ["dropped"]
+    assert dropped["reason"][0].startswith("not a RAG trace: no question or answer found")

@@ -146,3 +146,15 @@ def test_a_reranker_s_documents_win_over_the_retriever_s() -> None:
     assert record is not None
     assert [(c.text, c.score, c.rank) for c in record.contexts] == [("two", 0.9, 1)]
     assert record.metadata.extra["otlp"]["contexts"] == "contexts from reranker span 'rerank'"
+
+
+def test_assemble_traces_takes_every_ready_trace_a_batch_at_a_time(clean_db, settings):  # type: ignore[no-untyped-def]
+    from services.intake.traces import assemble_traces
+
+    for _ in range(3):
+        store(rag_trace(), settings)
+    store([s for s in rag_trace() if s.name == "retrieve"], settings)  # rootless: waits for the quiet period
+    now = settings.model_copy(update={"otlp_settle_seconds": 0, "otlp_quiet_seconds": 60})
+    assert astuple(assemble_traces(settings=now, batch=2)) == (3, 0)
+    assert astuple(assemble_traces(settings=now.model_copy(update={"otlp_quiet_seconds": 0}), batch=2)) == (0, 1)
+    assert rows("SELECT count(*) FROM run_intake WHERE source = 'otlp'", settings) == [(3,)]
