@@ -1,6 +1,7 @@
-"""The API's assessment worker: a background thread that assembles traces whose spans are in
-(POST /v1/traces) into intake records and drains the intake queue, so POST /runs and
-/v1/traces stay fast inserts and pushed runs still reach the review queue within seconds.
+"""The API's assessment worker: a background thread that drains the intake queue, and one
+that assembles traces whose spans are in (POST /v1/traces) into intake records, so POST
+/runs and /v1/traces stay fast inserts and pushed runs still reach the review queue within
+seconds.
 
 It checks the queue about once a second while it is empty and drains it when it is not,
 a few records per round so that a shutdown waits for at most those. Any number of workers
@@ -28,6 +29,10 @@ RECORDS_PER_ROUND = 5
 # The worker runs at the lowest CPU priority: accepting pushes is what clients wait for, and
 # on a busy machine the assessment takes only the time the API and the store leave over.
 WORKER_NICENESS = 19
+# Traces are assembled by a thread of their own at normal priority: turning stored spans
+# into queued records is intake, and must not wait behind the assessment's backlog.
+ASSEMBLY_POLL_SECONDS = 0.25
+ASSEMBLY_BATCH = 200
 
 
 class AssessmentWorker:
@@ -38,16 +43,22 @@ class AssessmentWorker:
         self._backend_factory = backend_factory
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._assembler: threading.Thread | None = None
         self.rounds = 0  # for tests and logs: how many times the queue was looked at
 
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="workbench-assessment", daemon=True)
             self._thread.start()
+        if self._assembler is None:
+            self._assembler = threading.Thread(target=self._assemble, name="workbench-traces", daemon=True)
+            self._assembler.start()
 
     def stop(self, timeout: float = 60.0) -> None:
         """Ask the thread to stop after the record it is on, and wait for it."""
         self._stop.set()
+        if self._assembler is not None:
+            self._assembler.join(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -64,26 +75,32 @@ class AssessmentWorker:
         while not self._stop.is_set():
             self.rounds += 1
             summary = ProcessSummary(0, 0, 0)
-            assembly = AssemblySummary(0, 0)
             try:
-                assembly = self._assemble_traces()
                 backend = backend or self._backend_factory(self._settings)
                 summary = process_queue(limit=RECORDS_PER_ROUND, settings=self._settings, backend=backend)
             except Exception:  # the store is down, or a bug: log it, keep the API up, try again
                 _log.exception("assessing queued runs failed; retrying in %.0f s", self._poll_seconds)
             if summary.assessed or summary.failed:
                 _log.info("assessed %d, failed %d, %d still queued", summary.assessed, summary.failed, summary.remaining)
-            if assembly.assembled or assembly.dropped:
-                _log.info("traces: %d assembled into runs, %d dropped", assembly.assembled, assembly.dropped)
-            busy = summary.assessed or summary.failed or assembly.assembled or assembly.dropped
-            if (summary.remaining == 0 and not assembly.assembled) or not busy:
+            if summary.remaining == 0 or not (summary.assessed or summary.failed):
                 self._stop.wait(self._poll_seconds)
 
-    def _assemble_traces(self) -> AssemblySummary:
-        """Traces whose spans are all in (POST /v1/traces) into queued records, before the drain."""
-        with transaction(self._settings) as session:
-            return assemble_ready_traces(settle_seconds=self._settings.otlp_settle_seconds,
-                                         quiet_seconds=self._settings.otlp_quiet_seconds, session=session)
+    def _assemble(self) -> None:
+        """Traces whose spans are in (POST /v1/traces) into queued records, a batch at a time."""
+        while not self._stop.is_set():
+            done = AssemblySummary(0, 0)
+            try:
+                with transaction(self._settings) as session:
+                    done = assemble_ready_traces(settle_seconds=self._settings.otlp_settle_seconds,
+                                                 quiet_seconds=self._settings.otlp_quiet_seconds,
+                                                 limit=ASSEMBLY_BATCH, session=session)
+            except Exception:  # the store is down, or a bug: log it, keep the API up, try again
+                _log.exception("assembling traces failed; retrying in %.0f s", self._poll_seconds)
+                self._stop.wait(self._poll_seconds)
+            if done.assembled or done.dropped:
+                _log.info("traces: %d assembled into runs, %d dropped", done.assembled, done.dropped)
+            if done.assembled + done.dropped < ASSEMBLY_BATCH:
+                self._stop.wait(ASSEMBLY_POLL_SECONDS)
 
 
 def _lower_priority() -> None:
