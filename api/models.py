@@ -5,14 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from services.intake.schema import (
     MAX_ANSWER_CHARS,
-    MAX_CONTEXTS,
-    MAX_QUESTION_CHARS,
-    ExternalContext,
-    RequiredText,
+    ExternalRun,
     StorableText,
 )
 
@@ -55,17 +52,17 @@ class ErrorResponse(BaseModel):
     detail: str = Field(description="What went wrong and what to do about it.")
 
 
-class AssessRequest(BaseModel):
-    """A question, the contexts your retriever found for it and, optionally, the answer: what
-    POST /assess scores without storing anything."""
+class AssessRequest(ExternalRun):
+    """The record POST /runs takes (one schema for both), scored by POST /assess without storing
+    anything. The answer may be left out to assess the retrieval alone; `trace_id` and
+    `metadata` are accepted and ignored, and the answer's `ignored` says so."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    question: RequiredText = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="The user's question.")
-    contexts: list[ExternalContext] = Field(default_factory=list, max_length=MAX_CONTEXTS,
-                                            description="The retrieved passages, best first.")
     answer: StorableText = Field("", max_length=MAX_ANSWER_CHARS,
                                  description="The answer to judge; leave it out to assess the retrieval alone.")
+
+    def ignored_fields(self) -> list[str]:
+        """The fields sent that only a stored run keeps."""
+        return [name for name in ("trace_id", "metadata") if name in self.model_fields_set]
 
 
 class AssessResponse(BaseModel):
@@ -88,6 +85,8 @@ class AssessResponse(BaseModel):
     hits: list[dict[str, Any]] = Field(description="The contexts as scored hits, in your order.")
     backend: str
     model: str
+    ignored: dict[str, str] = Field(default_factory=dict, description="Fields of the record that POST /assess does "
+                                                                      "not use, and why.")
 
 
 class ReviewedRunResponse(BaseModel):

@@ -147,7 +147,8 @@ def assess(body: AssessRequest, key: str | None = Depends(presented_key), settin
         verify_api_key(key, session=session)
         record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None)
         assessment = assess_record(record, session=session, judges=judges, collection=collection, settings=settings)
-    return AssessResponse(**assessment.to_dict())
+    ignored = {name: "kept only with a stored run (POST /runs); /assess stores nothing" for name in body.ignored_fields()}
+    return AssessResponse(**assessment.to_dict(), ignored=ignored)
 
 
 def _parse_runs(body: Any, *, max_batch: int) -> list[ExternalRun]:

@@ -146,6 +146,12 @@ def test_post_assess_answers_at_once_and_stores_nothing(client, auth):  # type: 
     assert (retrieval_only["crag"], retrieval_only["reflection"], retrieval_only["status"]) == (None, None, "pending")
     assert retrieval_only["confidence"] == result["confidence"]  # the same breakdown of the same contexts
 
+    # the record POST /runs takes is taken here too: what only a stored run keeps is ignored, and said so
+    whole = client.post("/assess", json=RUN, headers=auth, params={"judges": "false"})
+    assert whole.status_code == 200, whole.text
+    assert set(whole.json()["ignored"]) == {"trace_id", "metadata"} and retrieval_only["ignored"] == {}
+    assert whole.json()["confidence"] == retrieval_only["confidence"]
+
     assert client.post("/assess", json=body).status_code == 401
     bad = client.post("/assess", json={**body, "contexts": [{"rank": 1}]}, headers=auth)
     assert bad.status_code == 422 and "body.contexts.0.text" in bad.json()["message"]
