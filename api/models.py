@@ -54,15 +54,15 @@ class ErrorResponse(BaseModel):
 
 class AssessRequest(ExternalRun):
     """The record POST /runs takes (one schema for both), scored by POST /assess without storing
-    anything. The answer may be left out to assess the retrieval alone; `trace_id` and
-    `metadata` are accepted and ignored, and the answer's `ignored` says so."""
+    anything. The answer may be left out to assess the retrieval alone; `trace_id`,
+    `reference` and `metadata` are accepted and ignored, and the answer's `ignored` says so."""
 
     answer: StorableText = Field("", max_length=MAX_ANSWER_CHARS,
                                  description="The answer to judge; leave it out to assess the retrieval alone.")
 
     def ignored_fields(self) -> list[str]:
         """The fields sent that only a stored run keeps."""
-        return [name for name in ("trace_id", "metadata") if name in self.model_fields_set]
+        return [name for name in ("trace_id", "reference", "metadata") if name in self.model_fields_set]
 
 
 class AssessResponse(BaseModel):

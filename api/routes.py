@@ -145,7 +145,8 @@ def assess(body: AssessRequest, key: str | None = Depends(presented_key), settin
     and grading of the answer, the blended confidence, and the status the run would get."""
     with transaction(settings) as session:
         verify_api_key(key, session=session)
-        record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None)
+        record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None,
+                             reference=None)
         assessment = assess_record(record, session=session, judges=judges, collection=collection, settings=settings)
     ignored = {name: "kept only with a stored run (POST /runs); /assess stores nothing" for name in body.ignored_fields()}
     return AssessResponse(**assessment.to_dict(), ignored=ignored)

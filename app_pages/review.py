@@ -308,6 +308,13 @@ def _render_origin(run: Run) -> None:
             f"· judges {judges}")
     for name, why in (assessment.get("not_computed") or {}).items():
         st.text(f"Not computed: {name}: {why}")
+    reference = (run.external or {}).get("reference")
+    if reference is not None:
+        cols = st.columns(2)
+        cols[0].markdown("**The answer**")
+        cols[0].text(run.final_answer or "(none: the source system abstained)")
+        cols[1].markdown("**Reference answer** (from the imported dataset)")
+        cols[1].text(reference)
 
 
 def _render_sources(run: Run, best: Iteration | None) -> None:

@@ -24,6 +24,9 @@ def import_runs(
     judges: bool = typer.Option(True, "--judges/--no-judges", help="Run CRAG, reflection and grading on the answers."),
     collection: str = typer.Option("default", help="Whose documents and BM25 statistics the assessment uses."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    column_map: Optional[str] = typer.Option(
+        None, "--map", help="Columns of a dataset in another shape: question=COL,answer=COL,contexts=COL,reference=COL,"
+                            "trace_id=COL (RAGAS, Phoenix and Langfuse names are read without it)."),
 ) -> None:
     """Import runs another RAG system produced and assess them into the review queue: bad
     records are listed by line, the good ones land; a trace_id imported before is skipped,
@@ -37,8 +40,10 @@ def import_runs(
         return
     if file is None:
         fail(InputError("give a FILE to import (workbench import --schema shows what one record looks like)"))
+    from services.intake.datasets import parse_map
+
     try:
-        summary = import_file(file, fmt=fmt, judges=judges)  # type: ignore[arg-type]
+        summary = import_file(file, fmt=fmt, judges=judges, mapping=parse_map(column_map))  # type: ignore[arg-type]
         assessed = _assess_queue(collection=collection, quiet=as_json) if assess and summary.accepted else None
     except WorkbenchError as exc:
         fail(exc)

@@ -111,7 +111,8 @@ def imported_run(assessment: Assessment, record: ExternalRun, *, source: str, co
                                "judges": assessment.judges, "contexts": len(record.contexts),
                                "scores": assessment.scores, "not_computed": assessment.not_computed}},
         outcome_note=note, latency_ms=assessment.events[-1].elapsed_ms, iterations=(it,), events=assessment.events,
-        trace_id=record.trace_id, external=record.metadata.model_dump(mode="json", exclude_none=True),
+        trace_id=record.trace_id, external={**record.metadata.model_dump(mode="json", exclude_none=True),
+                                            **({"reference": record.reference} if record.reference is not None else {})},
     )
 
 

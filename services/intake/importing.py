@@ -36,9 +36,11 @@ class ImportSummary:
 
 
 def import_file(source: Path | bytes, *, fmt: str | None = None, settings: Settings | None = None,
-                batch_records: int = BATCH_RECORDS, judges: bool = True) -> ImportSummary:
+                batch_records: int = BATCH_RECORDS, judges: bool = True,
+                mapping: dict[str, str] | None = None) -> ImportSummary:
     """Validate every record of a JSONL, CSV or Parquet file and queue the good ones, to be
-    assessed with the judges on or (`judges=False`) off."""
+    assessed with the judges on or (`judges=False`) off; `mapping` names the columns of a
+    dataset in another shape (readers.iter_records)."""
     accepted = duplicates = error_count = 0
     errors: list[RecordError] = []
     intake_ids: list[int] = []
@@ -57,7 +59,7 @@ def import_file(source: Path | bytes, *, fmt: str | None = None, settings: Setti
         batch.clear()
 
     with transaction(settings) as session:
-        for item in iter_records(source, fmt=fmt):
+        for item in iter_records(source, fmt=fmt, mapping=mapping):
             if isinstance(item, NumberedRun):
                 batch.append(item.run)
                 if len(batch) >= batch_records:

@@ -8,6 +8,8 @@ CSV and Parquet columns: `question` and `answer` (required), `trace_id`, `contex
 array of context objects; in Parquet also a list-of-struct column), and the metadata either
 as one `metadata` column (a JSON object, or a struct) or as columns `app`, `model`, `user`,
 `timestamp`. An unknown column is an error for the whole file: it would be wrong on every row.
+Rows of RAGAS, Phoenix or Langfuse datasets, or with names given by a mapping, are mapped to
+the record first (datasets.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from services.errors import InputError
+from services.intake.datasets import dataset_record, is_dataset
 from services.intake.schema import ExternalRun, describe_validation_error
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -67,21 +70,24 @@ def detect_format(name: str | None, fmt: str | None = None) -> str:
     return _SUFFIXES[suffix]
 
 
-def iter_records(source: Path | bytes, *, fmt: str | None = None) -> Iterator[NumberedRun | RecordError]:
-    """Every record of a file (or its bytes), in order, as a NumberedRun or a RecordError.
+def iter_records(source: Path | bytes, *, fmt: str | None = None,
+                 mapping: dict[str, str] | None = None) -> Iterator[NumberedRun | RecordError]:
+    """Every record of a file (or its bytes), in order, as a NumberedRun or a RecordError;
+    `mapping` ({field: column}, datasets.parse_map) names the columns of other datasets.
 
     Raises InputError only for what spoils the whole file: unreadable, an unknown format or
     column, a Parquet file that is not one.
     """
     kind = detect_format(source.name if isinstance(source, Path) else None, fmt)
     handle: IO[bytes] = _open(source) if isinstance(source, Path) else io.BytesIO(source)
+    mapping = mapping or {}
     with handle:
         if kind == "jsonl":
-            yield from _jsonl(handle)
+            yield from _jsonl(handle, mapping)
         elif kind == "csv":
-            yield from _csv(handle)
+            yield from _csv(handle, mapping)
         else:
-            yield from _parquet(handle)
+            yield from _parquet(handle, mapping)
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -102,7 +108,7 @@ def _validated(line: int, data: Any) -> NumberedRun | RecordError:
 
 # --- JSONL -------------------------------------------------------------------------------
 
-def _jsonl(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
+def _jsonl(handle: IO[bytes], mapping: dict[str, str]) -> Iterator[NumberedRun | RecordError]:
     head = handle.read(4)
     if head == b"PAR1":
         raise InputError("this is a Parquet file, not JSONL: name it .parquet or give the format parquet")
@@ -125,6 +131,8 @@ def _jsonl(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
                                       "save the file as UTF-8")
             continue
         data, problem = _parse_json(text)
+        if problem is None and isinstance(data, dict) and is_dataset(set(data), mapping):
+            data = dataset_record(data, mapping)
         yield _validated(number, data) if problem is None else RecordError(number, f"not valid JSON: {problem}")
 
 
@@ -161,7 +169,7 @@ def _json_kind(value: Any) -> str:
 
 # --- CSV and Parquet ---------------------------------------------------------------------
 
-def _csv(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
+def _csv(handle: IO[bytes], mapping: dict[str, str]) -> Iterator[NumberedRun | RecordError]:
     # surrogateescape turns bytes that are not UTF-8 into lone surrogates instead of
     # stopping the file at the first one; rows holding them are reported on their own.
     text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
@@ -173,7 +181,8 @@ def _csv(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
         return
     except csv.Error as exc:
         raise InputError(f"line 1: not a CSV header: {exc}") from exc
-    columns = _check_columns(header)
+    columns = _check_columns(header, mapping)
+    dataset = is_dataset(set(columns), mapping)
     start = reader.line_num + 1
     while True:
         try:
@@ -193,10 +202,10 @@ def _csv(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
         if len(cells) != len(columns):
             yield RecordError(line, f"{len(cells)} cells where the header has {len(columns)} columns")
             continue
-        yield _tabular(line, dict(zip(columns, cells)))
+        yield _tabular(line, dict(zip(columns, cells)), mapping if dataset else None)
 
 
-def _parquet(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
+def _parquet(handle: IO[bytes], mapping: dict[str, str]) -> Iterator[NumberedRun | RecordError]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -204,7 +213,8 @@ def _parquet(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
         parquet = pq.ParquetFile(handle)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"not a readable Parquet file: {exc}") from exc
-    columns = _check_columns(parquet.schema_arrow.names)
+    columns = _check_columns(parquet.schema_arrow.names, mapping)
+    dataset = is_dataset(set(columns), mapping)
     row = 0
     batches = parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=list(columns))
     while True:
@@ -216,11 +226,18 @@ def _parquet(handle: IO[bytes]) -> Iterator[NumberedRun | RecordError]:
             raise InputError(f"the Parquet file is damaged after row {row}: {exc}") from exc
         for values in batch.to_pylist():
             row += 1
-            yield _tabular(row, values)
+            yield _tabular(row, values, mapping if dataset else None)
 
 
-def _check_columns(names: Iterable[str]) -> tuple[str, ...]:
+def _check_columns(names: Iterable[str], mapping: dict[str, str]) -> tuple[str, ...]:
     columns = tuple(name.strip() for name in names)
+    if len(set(columns)) != len(columns):
+        raise InputError("a column name appears twice in the header")
+    absent = [f"{field}={column}" for field, column in mapping.items() if column not in columns]
+    if absent:
+        raise InputError(f"--map {', '.join(absent)}: no such column; the columns are {', '.join(columns)}")
+    if is_dataset(set(columns), mapping):
+        return columns  # a dataset's other columns are kept in metadata.extra
     unknown = [name for name in columns if name not in _COLUMNS]
     if unknown:
         raise InputError(f"unknown column(s) {', '.join(map(repr, unknown))}; the columns are {', '.join(_COLUMNS)}")
@@ -235,8 +252,15 @@ def _check_columns(names: Iterable[str]) -> tuple[str, ...]:
     return columns
 
 
-def _tabular(line: int, row: dict[str, Any]) -> NumberedRun | RecordError:
-    """A CSV or Parquet row as a record: empty optional cells are absent, JSON cells parsed."""
+def _tabular(line: int, row: dict[str, Any], mapping: dict[str, str] | None = None) -> NumberedRun | RecordError:
+    """A CSV or Parquet row as a record: empty optional cells are absent, JSON cells parsed;
+    with a mapping, a dataset's row mapped to the record."""
+    if mapping is not None:
+        mapped = dataset_record(row, mapping)
+        given = {c: row[c] for c in _METADATA_COLUMNS if c in row and row[c] not in (None, "")}
+        if given:
+            mapped["metadata"] = {**mapped.get("metadata", {}), **given}
+        return _validated(line, mapped)
     record: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     for column, value in row.items():

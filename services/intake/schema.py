@@ -106,6 +106,9 @@ class ExternalRun(_Strict):
     contexts: list[ExternalContext] = Field(
         default_factory=list, max_length=MAX_CONTEXTS,
         description="The retrieved passages, best first (may be empty: nothing was retrieved).")
+    reference: StorableText | None = Field(
+        None, max_length=MAX_ANSWER_CHARS,
+        description="A reference (ground-truth) answer from your evaluation set; kept with the run and shown beside the answer.")
     trace_id: RequiredText | None = Field(
         None, min_length=1, max_length=MAX_ID_CHARS,
         description="The source system's id for this answer; sending the same trace id again is a no-op.")
