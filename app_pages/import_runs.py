@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pandas as pd
 import streamlit as st
@@ -89,9 +90,16 @@ def dropped_frame(dropped: list[DroppedTrace]) -> pd.DataFrame:
     ], columns=DROPPED_COLUMNS)
 
 
-def assess_progress_state(done: int, total: int) -> tuple[float, str]:
-    """Bar fraction and text while process_queue drains the queue (`total` as known so far)."""
-    return (min(done / total, 1.0) if total else 1.0), f"{done:,} of {total:,} runs assessed"
+def assess_progress_state(done: int, total: int, elapsed_s: float | None = None) -> tuple[float, str]:
+    """Bar fraction and text while process_queue drains the queue (`total` as known so far);
+    with the seconds since it began, the rate and the time left, as `workbench ingest` shows."""
+    line = f"{done:,} of {total:,} runs assessed"
+    if elapsed_s and done:
+        rate = done / elapsed_s
+        left = max(total - done, 0) / rate
+        line += f" · {rate:.1f} runs/s · about {left / 60:.0f} min left" if left >= 90 else \
+            f" · {rate:.1f} runs/s · about {left:.0f} s left"
+    return (min(done / total, 1.0) if total else 1.0), line
 
 
 def assess_line(summary: ProcessSummary) -> str:
@@ -225,10 +233,11 @@ def _render_assess() -> None:
 
 
 def _assess(*, judges: bool) -> None:
-    bar = st.progress(0.0, text="Assessing the queued runs…")
+    bar = st.progress(0.0, text="Assessing the queued runs (imported, pushed and from traces)…")
+    began = time.monotonic()
 
     def on_progress(done: int, total: int) -> None:
-        bar.progress(*assess_progress_state(done, total))
+        bar.progress(*assess_progress_state(done, total, time.monotonic() - began))
 
     try:
         summary = process_queue(judges=judges, on_progress=on_progress)

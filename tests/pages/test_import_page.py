@@ -140,6 +140,8 @@ def test_assessing_the_queue_turns_imported_records_into_runs(clean_db):  # type
 def test_progress_state_follows_the_drain(import_page):  # type: ignore[no-untyped-def]
     assert import_page.assess_progress_state(1, 4) == (0.25, "1 of 4 runs assessed")
     assert import_page.assess_progress_state(5, 4)[0] == 1.0 and import_page.assess_progress_state(0, 0)[0] == 1.0
+    assert import_page.assess_progress_state(10, 40, 5.0) == (0.25, "10 of 40 runs assessed · 2.0 runs/s · about 15 s left")
+    assert import_page.assess_progress_state(10, 1_000, 5.0)[1].endswith("2.0 runs/s · about 8 min left")
 
 
 def test_a_record_that_cannot_be_assessed_is_listed_with_its_reason(clean_db, import_page):  # type: ignore[no-untyped-def]
