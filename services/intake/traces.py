@@ -99,7 +99,8 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
             refused.append(RefusedTrace(trace_id, len(members), str(exc)[:MAX_REASON_CHARS]))
     if refused:
         _refuse(refused, by_trace, api_key_id=api_key_id, session=session)
-    keep = {t: m for t, m in by_trace.items() if t not in {r.trace_id for r in refused}}
+    # Trace rows are locked in one order by every export, so two exports sharing traces never deadlock.
+    keep = {t: by_trace[t] for t in sorted(by_trace) if t not in {r.trace_id for r in refused}}
     if not keep:
         return StoredExport(0, 0, 0, refused)
     states: dict[str, str] = dict(session.execute(_UPSERT_TRACES, {
@@ -128,9 +129,10 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
 
 def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api_key_id: int | None,
             session: Session) -> None:
-    ids = [r.trace_id for r in refused]
+    reasons = {r.trace_id: r.reason for r in refused}
+    ids = sorted(reasons)
     session.execute(_REFUSE_TRACES, {"trace_ids": ids, "services": [by_trace[t][0].service_name for t in ids],
-                                     "reasons": [r.reason for r in refused], "api_key_id": api_key_id})
+                                     "reasons": [reasons[t] for t in ids], "api_key_id": api_key_id})
     session.execute(_EMPTY_SPANS, {"trace_ids": ids})
 
 
