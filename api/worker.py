@@ -69,6 +69,11 @@ class AssessmentWorker:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def assembling(self) -> bool:
+        """Whether the thread that assembles traces into runs is running."""
+        return self._assembler is not None and self._assembler.is_alive()
+
     def _run(self) -> None:
         _lower_priority()
         backend: AnswerBackend | None = None

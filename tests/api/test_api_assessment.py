@@ -173,6 +173,7 @@ def test_the_worker_starts_and_stops_with_the_app(engine, settings):  # type: ig
         while app.state.worker.rounds == 0:
             assert time.monotonic() < deadline, "the worker never looked at the queue"
             time.sleep(0.05)
-        assert app.state.worker.alive
+        assert app.state.worker.alive and app.state.worker.assembling
     assert not app.state.worker.alive  # stopped by the lifespan's shutdown, not left running
+    assert not app.state.worker.assembling
     assert create_app(settings, assess=False).state.worker is None
