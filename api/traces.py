@@ -28,9 +28,16 @@ router = APIRouter()
 _GRPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 413: code_pb2.RESOURCE_EXHAUSTED,
                415: code_pb2.INVALID_ARGUMENT, 503: code_pb2.UNAVAILABLE}
 _SHOWN_REFUSALS = 3
+# The body is read raw (either encoding, maybe gzipped), so its schema is spelled out for /docs.
+_TRACES_BODY = {"requestBody": {"required": True, "content": {
+    "application/x-protobuf": {"schema": {"type": "string", "format": "binary",
+                                          "description": "An OTLP ExportTraceServiceRequest (protobuf)."}},
+    "application/json": {"schema": {"type": "object", "description": "An OTLP ExportTraceServiceRequest in OTLP/JSON "
+                                                                     "(trace and span ids as hex)."}}}}}
 
 
 @router.post("/v1/traces", tags=["runs"], summary="Receive OpenTelemetry traces (OTLP/HTTP, protobuf or JSON)",
+             openapi_extra=_TRACES_BODY,
              responses={200: {"description": "An ExportTraceServiceResponse; `partial_success` names refused traces."},
                         400: {"description": "A google.rpc.Status: the body could not be decoded, or every trace was refused."},
                         401: {"description": "Missing, unknown or revoked API key."},

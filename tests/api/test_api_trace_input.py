@@ -132,3 +132,9 @@ def test_a_missing_key_or_a_wrong_content_type_stores_nothing(client, base_url, 
     wrong = client.post("/v1/traces", content=body, headers={"Content-Type": "text/plain"})
     assert wrong.status_code == 415 and "application/x-protobuf" in status_of(wrong).message
     assert stored(settings) == (0, 0)
+
+
+def test_the_receiver_is_documented_with_both_encodings(client):  # type: ignore[no-untyped-def]
+    post = client.get("/openapi.json").json()["paths"]["/v1/traces"]["post"]
+    assert set(post["requestBody"]["content"]) == {"application/x-protobuf", "application/json"}
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in post["description"]
