@@ -49,27 +49,26 @@ class StoredExport:
         return sum(r.spans for r in self.refused)
 
 
-_UPSERT_TRACES = text("""
-INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, judges)
-SELECT trace_id, service_name, CAST(:api_key_id AS integer), :judges
-FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name)
-ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
-    service_name = COALESCE(t.service_name, EXCLUDED.service_name)
-RETURNING trace_id, state
-""")
-_INSERT_SPANS = text("""
-INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts)
-SELECT * FROM unnest(CAST(:trace_ids AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
-                     CAST(:facts AS jsonb[]))
+# One statement per export: the traces upserted (the row lock orders exports of one trace),
+# then the spans new to the store, each under its trace's state. A span of a closed trace is
+# kept as an id only, marked late. The parent rows come from the same statement: the foreign
+# key is checked at its end.
+_STORE = text("""
+WITH traces AS (
+    INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, judges)
+    SELECT trace_id, service_name, CAST(:api_key_id AS integer), :judges
+    FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name)
+    ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
+        service_name = COALESCE(t.service_name, EXCLUDED.service_name)
+    RETURNING trace_id, state
+)
+INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts, late)
+SELECT s.trace_id, s.span_id, s.parent, CASE WHEN traces.state = 'open' THEN s.facts END, traces.state <> 'open'
+FROM unnest(CAST(:span_traces AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
+            CAST(:facts AS jsonb[])) AS s(trace_id, span_id, parent, facts)
+JOIN traces ON traces.trace_id = s.trace_id
 ON CONFLICT DO NOTHING
-RETURNING trace_id, span_id
-""")
-_COUNT_SPANS = text("""
-UPDATE otlp_traces t SET spans = t.spans + c.new, late_spans = t.late_spans + c.late,
-    root_received_at = CASE WHEN c.root AND t.root_received_at IS NULL THEN now() ELSE t.root_received_at END
-FROM unnest(CAST(:trace_ids AS text[]), CAST(:new AS integer[]), CAST(:late AS integer[]), CAST(:roots AS boolean[]))
-    AS c(trace_id, new, late, root)
-WHERE t.trace_id = c.trace_id
+RETURNING late
 """)
 _REFUSE_TRACES = text("""
 INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, state, reason, closed_at)
@@ -103,28 +102,15 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
     keep = {t: by_trace[t] for t in sorted(by_trace) if t not in {r.trace_id for r in refused}}
     if not keep:
         return StoredExport(0, 0, 0, refused)
-    states: dict[str, str] = dict(session.execute(_UPSERT_TRACES, {
-        "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
-        "api_key_id": api_key_id, "judges": judges}).tuples().all())
     rows = [s for members in keep.values() for s in members]
-    new = set(session.execute(_INSERT_SPANS, {
-        "trace_ids": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
-        "parents": [s.parent_span_id for s in rows],
-        # A closed trace keeps only the ids of late spans: they are counted, never assembled.
-        "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) if states[s.trace_id] == "open" else None for s in rows],
-    }).tuples().all())
-    counts = {t: [0, 0, False] for t in keep}
-    for span in rows:
-        if (span.trace_id, span.span_id) in new:
-            entry = counts[span.trace_id]
-            entry[0 if states[span.trace_id] == "open" else 1] += 1  # type: ignore[operator]
-            entry[2] = entry[2] or span.parent_span_id is None
-            new.discard((span.trace_id, span.span_id))  # a span twice in one export counts once
-    session.execute(_COUNT_SPANS, {"trace_ids": list(counts), "new": [c[0] for c in counts.values()],
-                                   "late": [c[1] for c in counts.values()], "roots": [c[2] for c in counts.values()]})
-    accepted = sum(int(c[0]) for c in counts.values())
-    late = sum(int(c[1]) for c in counts.values())
-    return StoredExport(accepted, len(rows) - accepted - late, late, refused)
+    late = [row.late for row in session.execute(_STORE, {
+        "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
+        "api_key_id": api_key_id, "judges": judges,
+        "span_traces": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
+        "parents": [s.parent_span_id for s in rows], "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) for s in rows],
+    })]
+    new_late = sum(late)
+    return StoredExport(len(late) - new_late, len(rows) - len(late), new_late, refused)
 
 
 def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api_key_id: int | None,
@@ -147,9 +133,10 @@ class AssemblySummary:
 # SKIP LOCKED: an export holding a trace's row (adding spans) is not waited for, and any
 # number of assemblers can run; each trace is claimed by one.
 _READY = text("""
-SELECT trace_id, service_name, api_key_id, judges FROM otlp_traces
+SELECT trace_id, service_name, api_key_id, judges FROM otlp_traces t
 WHERE state = 'open' AND (
-    (root_received_at IS NOT NULL AND last_received_at <= now() - make_interval(secs => :settle))
+    (last_received_at <= now() - make_interval(secs => :settle)
+     AND EXISTS (SELECT 1 FROM otlp_spans s WHERE s.trace_id = t.trace_id AND s.parent_span_id IS NULL))
     OR last_received_at <= now() - make_interval(secs => :quiet))
 ORDER BY last_received_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
@@ -231,12 +218,14 @@ class DroppedTrace:
 _TRACE_COUNTS = text("""
 SELECT count(*) FILTER (WHERE state = 'open') AS open, count(*) FILTER (WHERE state = 'assembled') AS assembled,
        count(*) FILTER (WHERE state = 'dropped') AS dropped, count(*) FILTER (WHERE state = 'refused') AS refused,
-       COALESCE(sum(late_spans), 0) AS late_spans
+       (SELECT count(*) FROM otlp_spans WHERE late) AS late_spans
 FROM otlp_traces
 """)
 _DROPPED = text("""
-SELECT trace_id, service_name, state, COALESCE(reason, '') AS reason, spans, closed_at FROM otlp_traces
-WHERE state IN ('dropped', 'refused') ORDER BY closed_at DESC NULLS LAST LIMIT :limit
+SELECT t.trace_id, t.service_name, t.state, COALESCE(t.reason, '') AS reason,
+       (SELECT count(*) FROM otlp_spans s WHERE s.trace_id = t.trace_id AND NOT s.late) AS spans, t.closed_at
+FROM otlp_traces t
+WHERE t.state IN ('dropped', 'refused') ORDER BY t.closed_at DESC NULLS LAST LIMIT :limit
 """)
 
 

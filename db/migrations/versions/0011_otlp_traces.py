@@ -1,7 +1,7 @@
 """Traces from OpenTelemetry exporters (POST /v1/traces): spans wait in otlp_spans until
-their trace is assembled into one intake record; otlp_traces keeps every trace id seen,
-what became of it (assembled, dropped with the reason, refused) and its late spans, so a
-trace is assembled exactly once however often its spans are sent.
+their trace is assembled into one intake record; otlp_traces keeps every trace id seen and
+what became of it (assembled, dropped with the reason, refused), so a trace is assembled
+exactly once however often its spans are sent; spans that arrive after are marked late.
 
 Revision ID: 0011
 """
@@ -29,9 +29,6 @@ def upgrade() -> None:
         sa.Column("judges", sa.Boolean, nullable=False, server_default=sa.true()),  # POST /v1/traces?judges=false
         sa.Column("first_received_at", sa.DateTime(timezone=True), server_default=_NOW, nullable=False),
         sa.Column("last_received_at", sa.DateTime(timezone=True), server_default=_NOW, nullable=False),
-        sa.Column("root_received_at", sa.DateTime(timezone=True)),  # when the span without a parent arrived
-        sa.Column("spans", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("late_spans", sa.Integer, nullable=False, server_default="0"),
         sa.Column("state", sa.Text, nullable=False, server_default="open"),
         sa.Column("reason", sa.Text),
         sa.Column("intake_id", sa.BigInteger, sa.ForeignKey("run_intake.id", ondelete="SET NULL")),
@@ -44,6 +41,8 @@ def upgrade() -> None:
         sa.Column("trace_id", sa.Text, sa.ForeignKey("otlp_traces.trace_id", ondelete="CASCADE"), primary_key=True),
         sa.Column("span_id", sa.Text, primary_key=True),
         sa.Column("parent_span_id", sa.Text),
+        # Arrived after its trace was closed (assembled, dropped or refused): counted, never assembled.
+        sa.Column("late", sa.Boolean, nullable=False, server_default=sa.false()),
         # What the assembly reads of the span; emptied (NULL) once the trace is closed, the ids kept
         # so a span sent again is known for a repeat.
         sa.Column("facts", JSONB),
