@@ -333,3 +333,34 @@ class RunIntake(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
     assessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class OtlpTrace(Base):
+    """A trace id seen by POST /v1/traces and what became of it (services.intake.traces)."""
+
+    __tablename__ = "otlp_traces"
+    __table_args__ = (
+        CheckConstraint("state IN ('open', 'assembled', 'dropped', 'refused')", name="otlp_traces_state"),
+        Index("otlp_traces_open", "last_received_at", postgresql_where=text("state = 'open'")),
+    )
+    trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    service_name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), nullable=True)
+    judges: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("true"))
+    first_received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    state: Mapped[str] = mapped_column(Text, default="open", server_default="open")
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    intake_id: Mapped[int | None] = mapped_column(ForeignKey("run_intake.id", ondelete="SET NULL"), nullable=True)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class OtlpSpan(Base):
+    """A span of a trace; its facts (what the assembly reads) emptied once the trace is closed."""
+
+    __tablename__ = "otlp_spans"
+    trace_id: Mapped[str] = mapped_column(ForeignKey("otlp_traces.trace_id", ondelete="CASCADE"), primary_key=True)
+    span_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    parent_span_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    late: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    facts: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
