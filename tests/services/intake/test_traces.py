@@ -180,3 +180,23 @@ def test_concurrent_exports_sharing_traces_in_different_orders_all_land(clean_db
     assert accepted == len(by_span)  # each span kept once, none lost to a deadlock
     assert rows("SELECT count(DISTINCT trace_id), count(*) FROM otlp_spans", settings) == [(20, 60)]
     assert rows("SELECT count(*) FROM otlp_traces", settings) == [(20,)]
+
+
+def test_workbench_intake_process_assembles_ready_traces_before_it_assesses(clean_db, settings, monkeypatch):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from services.cli import app
+    from services.settings import get_settings
+
+    store(rag_trace(), settings)
+    store([s for s in rag_trace() if s.name == "retrieve"], settings)  # not RAG
+    monkeypatch.setenv("OTLP_SETTLE_SECONDS", "0")
+    monkeypatch.setenv("OTLP_QUIET_SECONDS", "0")
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["intake", "process", "--limit", "1", "--json"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "traces: 1 became queued runs, 1 dropped" in result.stderr
+    assert rows("SELECT source, status FROM run_intake", settings) == [("otlp", "assessed")]
