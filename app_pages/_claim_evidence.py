@@ -11,6 +11,7 @@ import streamlit as st
 
 from services.answering.runs import Run
 from services.judging import ClaimCheck, Verdict
+from services.judging.verdict import reversal_text
 
 NOT_JUDGED = "not judged"
 NO_SUPPORT = "no context sentence supports this claim"
@@ -73,14 +74,12 @@ def reversal_line(claim: ClaimCheck) -> str | None:
     """"says 'raises' where context 2 says 'lowers'" (plain text); None without a reversal."""
     if claim.reversed is None:
         return None
-    said, opposite = claim.reversed
-    where = f"context {claim.context}" if claim.context is not None else "its context"
-    return f"says '{said}' where {where} says '{opposite}'"
+    return reversal_text(claim.reversed, f"context {claim.context}" if claim.context is not None else "its context")
 
 
 def claim_words(claim: ClaimCheck) -> tuple[str, ...]:
     """The words to highlight in a claim: what no context holds, and a word turned around."""
-    return claim.unsupported + ((claim.reversed[0],) if claim.reversed else ())
+    return claim.unsupported + ((claim.reversed[0],) if claim.reversed and claim.reversed[0] else ())
 
 
 def p_supported_text(p_supported: float | None) -> str:

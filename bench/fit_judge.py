@@ -1,7 +1,7 @@
 """Fit the judge's logistic combination on the train half of the development set and store it.
 
     python bench/fit_judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
-                              [--seed 0] [--precision 0.98] [--out services/judging/judge_model.json]
+                              [--seed 0] [--precision 0.99] [--out services/judging/judge_model.json]
 
 The development set (bench/judge_set.py) is rebuilt from the repo and ../shared on every run,
 so the stored coefficients can be reproduced; bench/judge.py measures them on the test half.
@@ -31,34 +31,40 @@ def main() -> None:
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
     parser.add_argument("--per-corpus", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--precision", type=float, default=0.98)
+    parser.add_argument("--precision", type=float, default=0.99)
     parser.add_argument("--regularization", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from bench.judge_set import build_cases
     from sklearn.metrics import roc_auc_score
 
+    from bench.judge_set import build_cases
     from services.judging.features import read_answer
-    from services.judging.model import fit
+    from services.judging.judge import supported_probability
+    from services.judging.model import PRIOR_WEIGHTS, fit
     from services.judging.vectors import cached_embedder
+    from services.judging.verdict import grounded
     from services.settings import get_settings
 
     corpora = args.corpora.split(",")
     cases = [c for c in build_cases(corpora, args.per_corpus, args.seed) if c.split == "train"]
     embed = cached_embedder(get_settings().embedding_model)
-    rows = []
+    readings = []
     for i, case in enumerate(cases, 1):
-        rows.append(read_answer(case.question, case.answer, case.contexts, embed=embed).features)
+        readings.append(read_answer(case.question, case.answer, case.contexts, embed=embed))
         if i % 500 == 0:
             log(f"  features: {i}/{len(cases)}")
+    rows = [r.features for r in readings]
     labels = [int(c.label) for c in cases]
     trained_on = {"corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed, "split": "train",
-                  "builder": "bench/judge_set.py", "fitted": today()}
+                  "builder": "bench/judge_set.py", "fitted": today(),
+                  "not_fitted": {name: f"prior weight {w}: no such model is reachable here" for name, w in PRIOR_WEIGHTS.items()}}
     draft = fit(rows, labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
-    scores = [draft.probability(r) for r in rows]
-    accept_at = lowest_threshold(scores, labels, args.precision)
+    # As the judge decides: its caps applied, and only a grounded, non-abstaining answer accepted.
+    scores = [0.0 if r.abstains else supported_probability(r, draft) for r in readings]
+    accept_at = lowest_threshold([s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)], labels,
+                                 args.precision)
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
     model = fit(rows, labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
                 trained_on=trained_on, regularization=args.regularization)

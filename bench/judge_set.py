@@ -46,13 +46,13 @@ KINDS: dict[str, tuple[int, str]] = {
     "right_concise": (1, "concise"), "right_sentence": (1, "sentence"), "right_restated": (1, "restated"),
     "right_option": (1, "concise"), "fabricated_restated": (0, "restated"), "fabricated_concise": (0, "concise"),
     "changed_number": (0, "sentence"), "same_passage_name": (0, "concise"), "wrong_option": (0, "concise"),
-    "reversed": (0, "sentence"), "abstention": (0, "concise"),
+    "reversed": (0, "sentence"), "abstention": (0, "concise"), "other_passage": (0, "sentence"),
 }
 # Each wrong kind is compared with the right kind of the same form, on the same questions.
 COMPARISONS: dict[str, str] = {
     "fabricated_restated": "right_restated", "fabricated_concise": "right_concise", "same_passage_name": "right_concise",
     "abstention": "right_concise", "wrong_option": "right_option", "changed_number": "right_sentence",
-    "reversed": "right_sentence",
+    "reversed": "right_sentence", "other_passage": "right_sentence",
 }
 ABSTENTIONS = ("I don't know.", "The provided context does not say.", "Not enough information to answer.", "")
 MAX_SENTENCE_CHARS = 400
@@ -141,6 +141,11 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
         if flipped is not None:
             how = "doubled" if re.fullmatch(r"[\d.,]+\w*", flipped[1]) else "reversed"
             add("reversed", flipped[0], f"{flipped[1]!r} {how} to {flipped[2]!r}", flipped[2])
+        # A RAG system answering from the wrong retrieved passage: every word is in the
+        # contexts, and none of it is about the question.
+        elsewhere = _other_passage_sentence([c for c in contexts if c != gold], sentence, rng)
+        if elsewhere is not None:
+            add("other_passage", elsewhere, "a sentence of another retrieved passage", "")
     add("abstention", rng.choice(ABSTENTIONS), "abstains", "")
     return [JudgeCase(q.corpus, q.qid, kind, KINDS[kind][1], question, answer, contexts, KINDS[kind][0], split, note, value)
             for kind, question, answer, note, value in out]
@@ -262,6 +267,16 @@ def _sentence(gold: str, answer: str, question: str) -> str | None:
             if best is None or score > best[0]:
                 best = (score, sentence)
     return None if best is None or best[1].strip() == answer.strip() else best[1]
+
+
+def _other_passage_sentence(others: list[str], like: str, rng: random.Random) -> str | None:
+    """A sentence of the other passages about as long as `like` (the right sentence)."""
+    from services.corpus.chunking import split_sentences
+
+    found = sorted({re.sub(r"^(?:#+|[-*+]|\d{1,3}[.)])\s+", "", s).replace("**", "").replace("`", "").strip()
+                    for text in others for s in _table_rows_and_sentences(text, split_sentences)})
+    near = [s for s in found if _near(s, like) and len(s.split()) >= 4]
+    return rng.choice(near) if near else None
 
 
 def _table_rows_and_sentences(text: str, split_sentences) -> list[str]:  # type: ignore[no-untyped-def]

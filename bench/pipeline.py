@@ -36,7 +36,7 @@ from bench._common import (  # noqa: E402
     today,
 )
 
-STAGES = ("retrieval", "scoring", "crag", "generation", "reflection", "grading", "gaps", "decision")
+STAGES = ("retrieval", "scoring", "crag", "generation", "reflection", "judging", "grading", "gaps", "decision")
 
 
 def main() -> None:

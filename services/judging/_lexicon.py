@@ -73,6 +73,8 @@ CARDINAL_VALUES = _values("opposites", "cardinal_words")  # "three" -> "3"
 
 IRREGULAR_PAST = _pairs("morphology", "irregular_past")  # (past form, base form)
 
+REVERSAL_PAIRS = _pairs("judging", "reversal_pairs")
+
 CLAUSE_VERBS = frozenset(_words("decompose", "clause_verbs"))
 STEM_QUESTION_WORDS = _words("decompose", "stem_question_words")  # this tuple and the next ones in pattern order
 STEM_AUXILIARIES = _words("decompose", "stem_auxiliaries")

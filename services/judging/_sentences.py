@@ -1,18 +1,14 @@
-"""Sentences as the offline backend reads them: an answer's, and the chunks' it is checked against."""
+"""Sentences as the offline backend and grading read them: an answer's, and the chunks' it quotes."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-import numpy as np
-
 from services.corpus.chunking import split_sentences
 from services.domain import Hit
 from services.judging import _lexical as lex
 
-MAX_SUPPORT_SENTENCES = 200
-SUPPORT_POOL_PER_SENTENCE = 8  # chunk sentences compared with each answer sentence
 MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[1]", "[1, 3]": citations in an answer
 
 
@@ -27,35 +23,6 @@ def addressing_text(query: str, terms: Sequence[lex.Term], sentences: list[str])
     if len(sentences) < 2 or len(lex.decompose(query)) > 1:
         return plain
     return max(sentences, key=lambda s: lex.coverage(terms, s))  # ties: the earlier sentence
-
-
-def support_pool(sentences: list[str], chunks: Sequence[Hit]) -> list[str]:
-    """The chunk sentences worth comparing with: for each answer sentence, those sharing the
-    most of its words. One sharing none scores at most 0.5 and is never what decides."""
-    pool = [seg.scoring for _, _, seg in chunk_sentences(chunks, answerable_only=False, limit=MAX_SUPPORT_SENTENCES)
-            if not seg.heading]
-    pool_stems = [lex.stems(p) for p in pool]
-    keep: set[int] = set()
-    for sentence in sentences:
-        own = lex.stems(sentence)
-        share = [lex.containment(own, s) for s in pool_stems]
-        keep.update(sorted(range(len(pool)), key=lambda i: (-share[i], i))[:SUPPORT_POOL_PER_SENTENCE])
-    return [pool[i] for i in sorted(keep)]
-
-
-def sentence_support(sentences: list[str], sentence_vectors: np.ndarray, pool: list[str],
-                     pool_vectors: np.ndarray) -> list[float]:
-    """Per answer sentence: the best 0.5 cosine + 0.5 containment over the chunk sentences."""
-    if not pool:
-        return [0.0] * len(sentences)
-    cosine = np.clip(sentence_vectors @ pool_vectors.T, 0.0, 1.0)
-    pool_stems = [lex.stems(p) for p in pool]
-    scores = []
-    for i, sentence in enumerate(sentences):
-        own = lex.stems(sentence)
-        contained = np.array([lex.containment(own, s) for s in pool_stems]) if own else cosine[i]
-        scores.append(float(np.max(0.5 * cosine[i] + 0.5 * contained)))
-    return scores
 
 
 def chunk_sentences(chunks: Sequence[Hit], *, answerable_only: bool, limit: int) -> list[tuple[int, int, lex.Segment]]:

@@ -33,9 +33,9 @@ class Adequacy:
 def grade_answer(question: str, answer: str, *, relevance: float) -> Adequacy:
     """`relevance`: the answer's semantic closeness to the question, 0-1."""
     sentences = answer_sentences(answer)
-    if not sentences or is_abstention(answer):
-        return Adequacy(1, (), ())
     terms = lex.query_terms(question)
+    if not sentences or is_abstention(answer):
+        return Adequacy(1, *_gaps(terms, ""))
     claims = answer_claims(question, answer)
     if not any(c.added_stems or c.added_atoms for c in claims) and expected_kind(question).kind != CHOICE:
         return Adequacy(2, (), ())  # a restated question answers nothing
@@ -58,7 +58,12 @@ def grade_answer(question: str, answer: str, *, relevance: float) -> Adequacy:
     found = contradiction(question, terms, sentences)
     if found is not None and found.hard:
         score = min(score, CONTRADICTION_GRADE_CAP)
+    return Adequacy(score, *_gaps(terms, addressing))
+
+
+def _gaps(terms: tuple[lex.Term, ...], addressing: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The question's terms `addressing` leaves out, and a follow-up query per gap (the missing
+    term first, with the question's other terms)."""
     gaps = lex.missing(terms, [addressing])
-    # A follow-up query per gap: the missing term first, with the question's other terms.
     refinements = tuple(" ".join([gap, *[t.surface for t in terms if t.surface != gap][:4]]) for gap in gaps[:3])
-    return Adequacy(score, tuple(gaps), refinements)
+    return tuple(gaps), refinements

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.judging._lexical import Term, coverage
-from services.judging._lexicon import ANTONYM_PAIRS
+from services.judging._lexical import Term, coverage, negations
+from services.judging._lexicon import ANTONYM_PAIRS, REVERSAL_PAIRS
 from services.judging._morphology import related_in
 from services.judging._opposites import negated_by_prefix
 from services.judging._segments import segment_chunk
@@ -29,6 +29,7 @@ from services.retrieval.text import tokenize
 
 LOCALITY_REACH = 4.0  # tokens: a question word this far from the answer counts half
 MAX_CANDIDATES = 40  # competing names/numbers read per claim
+ALIGNED = 0.8  # share of a claim's other additions its evidence must hold for a reversal to count
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,17 @@ def context_sentences(contexts: Sequence[str]) -> tuple[ContextSentence, ...]:
     return tuple(s for i, text in enumerate(contexts) for s in _sentences_of(i, text))
 
 
+# An indented line going on in lower case continues the sentence above it (reference docs
+# wrap at ~80 columns and indent): a hard wrap, not a sentence's end. Unindented lines are
+# left to the segmenter, which joins those it can tell apart from list items and rows.
+_HARD_WRAP = re.compile(r"(?<![.!?:])[ \t]*\n[ \t]+(?=[a-z(\"'`])")
+
+
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
+    """The context's sentences, hard-wrapped lines joined first (reference docs wrap at ~80)."""
     found = []
-    for seg in segment_chunk(text):
+    for seg in segment_chunk(_HARD_WRAP.sub(" ", text)):
         if seg.heading or not seg.scoring:
             continue
         found.append(ContextSentence(index, seg.quote.strip(), tuple(tokenize(seg.scoring))))
@@ -73,16 +81,20 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
                contexts: Sequence[str], *, avoid: frozenset[str] = frozenset()) -> ClaimEvidence:
     """`claim` against the contexts; `avoid`: stems of the question's options, which say
     nothing about which option a sentence pairs with the question."""
-    context_stems = frozenset(s for sentence in pool for s in sentence.stems)
+    context_stems = _stems_of(tuple(contexts))
     unsupported_atoms = tuple(a for a in claim.added_atoms if not any(holds(a, c) for c in contexts))
     held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
     unsupported_words = tuple(w for w, ok in zip(claim.added_words, held) if not ok)
     word_support = sum(held) / len(held) if held else 1.0
-    best, best_key, best_share, best_coverage = None, (-1.0, -1.0), 0.0, 0.0
+    best, best_key, best_share, best_coverage = None, (-1.0, -1.0, -1.0), 0.0, 0.0
+    claimed_negations = negations(claim.text)
     for sentence in pool:
         share = _share(claim, sentence)
-        key = (share, coverage(terms, sentence.text) if terms else 0.0)
-        best_coverage = max(best_coverage, key[1])
+        # Ties on what the claim adds go to the sentence negating as the claim does (negations
+        # are stopwords to the share), then to the one naming most of the question.
+        agrees = float(negations(sentence.text) == claimed_negations)
+        key = (share, agrees, coverage(terms, sentence.text) if terms else 0.0)
+        best_coverage = max(best_coverage, key[2])
         if key > best_key:
             best, best_key, best_share = sentence, key, share
     if best is None:
@@ -93,14 +105,19 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     near = locality(asked, own, best.stems)
     rivals = _rival_stems(claim, pool)
     rival = max((locality(asked, r, s.stems) for s in pool for r in rivals if set(r) <= set(s.stems)), default=0.0)
+    # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
+    # words things its own way.
     reversal = turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
+    if reversal is not None and _share(claim, best, leaving_out=_stem_of(reversal[0])) < ALIGNED:
+        reversal = None
     return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
-                         best_key[1], best_coverage, near, rival, reversal)
+                         best_key[2], best_coverage, near, rival, reversal)
 
 
-# The antonym pairs by stem, both ways: "raises" against "lowers" is "raised" against "lowered".
+# The antonym and reversal pairs by stem, both ways: "raises" against "lowers" is "raised"
+# against "lowered".
 _OPPOSITE_STEMS: dict[str, frozenset[str]] = {}
-for _a, _b in ANTONYM_PAIRS:
+for _a, _b in ANTONYM_PAIRS + REVERSAL_PAIRS:
     for _x, _y in ((_a, _b), (_b, _a)):
         (_sx,), (_sy,) = tokenize(_x) or [_x], tokenize(_y) or [_y]
         _OPPOSITE_STEMS[_sx] = _OPPOSITE_STEMS.get(_sx, frozenset()) | {_sy}
@@ -109,7 +126,13 @@ _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
 
 def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
     """(claim word, the evidence's word for its opposite) when the claim says a word its evidence
-    turns around and does not say itself. Words in capitals are names ("South Carolina")."""
+    turns around and does not say itself, or negates what the evidence states ("cannot" for
+    "can": (the negation, "")) or states what it negates (("", the negation)). Words in
+    capitals are names ("South Carolina")."""
+    flipped = negations(claim) ^ negations(evidence)
+    if flipped:
+        word = sorted(flipped)[0]
+        return (word, "") if word in negations(claim) else ("", word)
     said = {_stem_of(w): w for w in _LOWER_WORD.findall(evidence[:1].lower() + evidence[1:])}
     claimed = {_stem_of(w): w for w in _LOWER_WORD.findall(claim[:1].lower() + claim[1:])}
     for stem, word in claimed.items():
@@ -126,13 +149,22 @@ def _stem_of(word: str) -> str:
     return stems[0] if stems else word
 
 
-def _share(claim: Claim, sentence: ContextSentence) -> float:
-    """Share of the claim's additions (atoms count double: they are what is checked) the sentence holds."""
+@lru_cache(maxsize=1024)
+def _stems_of(contexts: tuple[str, ...]) -> frozenset[str]:
+    """Every word stem of the contexts' whole texts: support is read from all of a context, not
+    only from the sentences it segments into (a list item or row the segmenter skips counts)."""
+    return frozenset(s for text in contexts for s in tokenize(text))
+
+
+def _share(claim: Claim, sentence: ContextSentence, *, leaving_out: str = "") -> float:
+    """Share of the claim's additions (atoms count double: they are what is checked) the sentence
+    holds; `leaving_out`, a stem not counted (the word a reversal turned around)."""
     stems = frozenset(sentence.stems)
     parts = [2.0 * holds(a, sentence.text) for a in claim.added_atoms]
     weights = [2.0] * len(parts)
-    parts += [1.0 * (s in stems or related_in(s, stems)) for s in claim.added_stems]
-    weights += [1.0] * len(claim.added_stems)
+    added = [s for s in claim.added_stems if s != leaving_out]
+    parts += [1.0 * (s in stems or related_in(s, stems)) for s in added]
+    weights += [1.0] * len(added)
     return sum(parts) / sum(weights) if weights else 0.0
 
 

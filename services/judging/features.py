@@ -24,9 +24,9 @@ from services.retrieval.text import tokenize
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
 
 FEATURES = (
-    "abstains", "adds_nothing", "unsupported_atom", "atom_support", "word_support", "evidence_support",
-    "question_coverage", "coverage_margin", "locality", "locality_margin", "type_fit", "option_margin", "reversal",
-    "contradiction", "similarity", "relevance", "evidence_margin", "concise",
+    "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
+    "question_coverage", "coverage_margin", "locality", "locality_margin", "type_fit", "option_margin", "option_relevance", "reversal",
+    "contradiction", "similarity", "relevance", "evidence_margin", "evidence_nearness", "concise",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -36,6 +36,7 @@ LOG_ODDS_LIMIT = 4.0  # a model's 0.99 counts as 0.98: no single verdict outweig
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
 MARGIN_SENTENCES = 12  # context sentences embedded to find the one most about the question
+NEARNESS_SENTENCES = 40  # sentences of the evidence's context read for where it speaks of the question
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class Reading:
     expected: Expected
     abstains: bool
     contradiction_reason: str | None
+    # No claim adds a word, name or number to the question: nothing to check. Not a signal
+    # the model weighs: in the development set it marks answers that the question's own words
+    # already hold (a search-style query naming its answer), right far more often than wrong,
+    # which would teach the model to trust a restated question. The judge caps it instead.
+    adds_nothing: bool = False
 
 
 def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None,
@@ -57,16 +63,20 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     features = dict.fromkeys(FEATURES, 0.0)
     if is_abstention(answer):
         features["abstains"] = 1.0
-        return Reading(features, (), expected, True, None)
+        return Reading(features, (), expected, True, None, True)
     terms = query_terms(question)
     pool = context_sentences(contexts)
     avoid = frozenset(s for option in expected.options for s in tokenize(option))
     # The option an answer picks is what it adds: read it against the question without its options.
     claims = answer_claims(_without(question, expected.options), answer)
+    if is_concise(answer) and not any(c.added_stems or c.added_atoms for c in claims):
+        # A concise answer drawn from the question's own words ("characteristic polynomial" for
+        # "characteristic polynomial coefficients of a matrix") picks one of the things it
+        # names: its words are what the contexts must support.
+        claims = answer_claims("", answer)
     read = tuple(read_claim(question, terms, c, pool, contexts, avoid=avoid) for c in claims)
     adding = [r for r in read if r.claim.added_stems or r.claim.added_atoms]
     features["concise"] = float(is_concise(answer))
-    features["adds_nothing"] = float(not adding)
     all_atoms = [a for r in adding for a in r.claim.added_atoms]
     missing_atoms = [a for r in adding for a in r.unsupported_atoms]
     features["unsupported_atom"] = float(bool(missing_atoms))
@@ -86,6 +96,8 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     features["type_fit"] = type_fit(expected, tuple(all_atoms), added_text)
     if expected.kind == CHOICE:
         features["option_margin"] = _option_margin(expected, answer, terms, pool, avoid)
+        if embed is not None:
+            features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed)
     features["reversal"] = float(any(r.reversal for r in read))
     found = contradiction(question, terms, [r.claim.text for r in read])
     if found is not None:
@@ -94,12 +106,13 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         features["similarity"] = _similarity(question, adding, embed)
         features["relevance"] = _relevance(question, answering.claim.text, embed)
         features["evidence_margin"] = _evidence_margin(question, answering, pool, terms, embed)
+        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed)
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)
     if entail is not None and adding:
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
-    return Reading(features, read, expected, False, found.reason if found else None)
+    return Reading(features, read, expected, False, found.reason if found else None, not adding)
 
 
 def log_odds(p: float) -> float:
@@ -153,6 +166,43 @@ def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[Con
     vectors = embed(texts)
     cosines = vectors[1:] @ vectors[0]
     return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0))
+
+
+def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence], embed: Embed) -> float:
+    """1 / (1 + how many sentences of its context lie between the evidence and the sentence of
+    that context most like the question): a passage answers near where it speaks of the
+    question; a name or phrase from elsewhere in it sits farther off."""
+    if answering.evidence is None:
+        return 0.0
+    own = [s for s in pool if s.context == answering.evidence.context][:NEARNESS_SENTENCES]
+    if answering.evidence not in own:
+        return 0.0
+    vectors = embed([question, *(s.text for s in own)])
+    top = int(np.argmax(vectors[1:] @ vectors[0]))
+    return 1.0 / (1.0 + abs(own.index(answering.evidence) - top))
+
+
+def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequence[ContextSentence],
+                      embed: Embed) -> float:
+    """cos(question without its options, the sentence naming the chosen option) less the same for
+    the other option (-1..1; 0 when the answer names neither, or one sentence names both):
+    the option a passage states in its sentence about the question is the one it pairs with it."""
+    chosen = chosen_option(expected, answer)
+    if chosen is None:
+        return 0.0
+    sentences = []
+    for option in expected.options:
+        own = set(tokenize(option))
+        best = max(pool, key=lambda s: len(own & set(s.stems)), default=None)
+        if best is None or not own & set(best.stems):
+            return 0.0
+        sentences.append(best.text)
+    if len(set(sentences)) < len(sentences):
+        return 0.0
+    vectors = embed([_without(question, expected.options), *sentences])
+    cosines = vectors[1:] @ vectors[0]
+    others = [c for i, c in enumerate(cosines) if i != chosen]
+    return float(np.clip(cosines[chosen] - max(others), -1.0, 1.0))
 
 
 def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed) -> float:

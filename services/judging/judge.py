@@ -27,6 +27,7 @@ from services.judging.verdict import (
     ClaimCheck,
     Verdict,
     grounded,
+    reversal_text,
 )
 
 # An answer whose best-matching sentence contradicts what was asked (a positive statement for a
@@ -36,6 +37,9 @@ from services.judging.verdict import (
 # questions' answers at least 3 times as often as answerable ones', and no right handbook
 # answer) P(supported) is held below the review threshold; a soft rule is only a signal.
 CONTRADICTION_CAP = 0.4
+# An answer adding nothing to its question (a restatement, or a question that names its own
+# answer) has nothing to check: never supported enough to skip review, never called wrong.
+NOTHING_ADDED_CAP = 0.5
 EVIDENCE_MARGIN_NOTED = 0.05  # a cosine this far below the sentence most about the question is worth saying
 
 
@@ -58,14 +62,22 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
     if not contexts:
         return Verdict(0.0, UNCHECKED, "no context came with the answer: nothing to check it against", False, claims,
                        reading.expected.kind, reading.features, model.version)
-    p = model.probability(reading.features)
-    if reading.features["contradiction"] >= 1.0:
-        p = min(p, CONTRADICTION_CAP)
+    p = supported_probability(reading, model)
     label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
     if label == SUPPORTED and not grounded(reading.features):
         label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
     return Verdict(round(p, 4), label, _reason(reading, label, p), label == SUPPORTED, claims, reading.expected.kind,
                    reading.features, model.version)
+
+
+def supported_probability(reading: Reading, model: JudgeModel) -> float:
+    """The model's P(supported), held down where a rule knows better (a hard contradiction, nothing added)."""
+    p = model.probability(reading.features)
+    if reading.features["contradiction"] >= 1.0:
+        p = min(p, CONTRADICTION_CAP)
+    if reading.adds_nothing:
+        p = min(p, NOTHING_ADDED_CAP)
+    return p
 
 
 def _check(read: ClaimEvidence) -> ClaimCheck:
@@ -96,8 +108,8 @@ def _fault(reading: Reading) -> str | None:
         return reading.contradiction_reason
     reversal = next((c.reversal for c in claims if c.reversal), None)
     if reversal is not None:
-        return f"the answer says '{reversal[0]}' where its context says '{reversal[1]}'"
-    if f["adds_nothing"]:
+        return f"the answer {reversal_text(reversal)}"
+    if reading.adds_nothing:
         return "the answer only restates the question: it adds nothing to check"
     words = [w for c in claims for w in c.unsupported_words]
     if words and f["word_support"] < GROUNDED_WORD_SUPPORT:

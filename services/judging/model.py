@@ -27,6 +27,17 @@ MIN_VERDICTS_TO_REFIT = 40  # and at least 10 of each kind: fewer fit noise
 # fitted, so these signals never vary there and keep this prior; a refit on reviewers' verdicts
 # of runs a model did judge fits them.
 PRIOR_WEIGHTS = {"model_log_odds": 1.0, "nli_log_odds": 1.0}
+# Which way each signal may move P(supported): what it measures says so, and the fit keeps to
+# it, so that a quirk of one development set cannot teach the judge that a context sentence
+# naming the question's words counts against an answer (a restated question's fabricated
+# name carries that correlation in the set; the unsupported name already says it). 0: free.
+SIGNS = {
+    "abstains": -1, "unsupported_atom": -1, "atom_support": 1, "word_support": 1, "evidence_support": 1,
+    "question_coverage": 1, "coverage_margin": 1, "locality": 1, "locality_margin": 1, "type_fit": 1,
+    "option_margin": 1, "option_relevance": 1, "reversal": -1, "contradiction": -1, "similarity": 1,
+    "relevance": 1, "evidence_margin": 1, "evidence_nearness": 1, "concise": 0, "model_log_odds": 1,
+    "nli_log_odds": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -66,16 +77,32 @@ def shipped_model() -> JudgeModel:
 
 def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: str, accept_at: float,
         trained_on: Mapping[str, Any], regularization: float = 1.0) -> JudgeModel:
-    """A logistic regression over FEATURES (L2, `regularization` = sklearn's C); a signal that
-    never varies in `rows` keeps its prior weight (PRIOR_WEIGHTS, else 0)."""
-    from sklearn.linear_model import LogisticRegression
+    """A logistic regression over FEATURES (L2, `regularization` as sklearn's C) whose weights keep
+    the signs SIGNS gives; a signal that never varies in `rows` keeps its prior weight
+    (PRIOR_WEIGHTS, else 0)."""
+    import numpy as np
+    from scipy.optimize import minimize
 
     if len(set(labels)) < 2:
         raise InputError("fitting the judge needs both right and wrong answers")
     varying = [name for name in FEATURES if len({float(row.get(name, 0.0)) for row in rows}) > 1]
-    matrix = [[float(row.get(name, 0.0)) for name in varying] for row in rows]
-    fitted = LogisticRegression(C=regularization, max_iter=2000).fit(matrix, list(labels))
+    x = np.array([[float(row.get(name, 0.0)) for name in varying] for row in rows])
+    y = np.asarray(labels, dtype=float)
+    n = len(y)
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = x @ w + b
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+        value = float(np.mean(np.logaddexp(0.0, z) - y * z) + (w @ w) / (2 * regularization * n))
+        grad = np.append(x.T @ (p - y) / n + w / (regularization * n), np.mean(p - y))
+        return value, grad
+
+    bounds = [(0.0, None) if SIGNS.get(name, 0) > 0 else (None, 0.0) if SIGNS.get(name, 0) < 0 else (None, None)
+              for name in varying] + [(None, None)]
+    theta = minimize(loss, np.zeros(len(varying) + 1), jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 5000}).x
     coefficients = {name: PRIOR_WEIGHTS.get(name, 0.0) for name in FEATURES}
-    coefficients.update({name: round(float(w), 6) for name, w in zip(varying, fitted.coef_[0], strict=True)})
-    return JudgeModel(version, coefficients, round(float(fitted.intercept_[0]), 6), accept_at,
+    coefficients.update({name: round(float(w), 6) for name, w in zip(varying, theta[:-1], strict=True)})
+    return JudgeModel(version, coefficients, round(float(theta[-1]), 6), accept_at,
                       {**trained_on, "answers": len(labels), "right": int(sum(labels))})

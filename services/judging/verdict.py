@@ -56,3 +56,14 @@ class Verdict:
 def grounded(features: dict[str, float]) -> bool:
     return (not features.get("unsupported_atom") and not features.get("reversal")
             and features.get("word_support", 0.0) >= GROUNDED_WORD_SUPPORT)
+
+
+def reversal_text(reversed_: tuple[str, str], where: str = "its context") -> str:
+    """How a reversal reads: "says 'raises' where context 2 says 'lowers'", or, for a negation
+    one side lacks, "says 'cannot' where context 2 states it without"."""
+    said, opposite = reversed_
+    if not opposite:
+        return f"says '{said}' where {where} states it without"
+    if not said:
+        return f"leaves out the '{opposite}' of {where}"
+    return f"says '{said}' where {where} says '{opposite}'"

@@ -11,12 +11,13 @@ import pytest
 
 import services
 from services.answering import pipeline
-from services.answering.offline import CONTRADICTION_CAP, OfflineBackend
+from services.answering.offline import OfflineBackend
 from services.answering.runs import Run
 from services.domain import Hit
 from services.judging import _lexical as lex
 from services.judging._contradiction import contradiction
 from services.judging._sentences import answer_sentences
+from services.judging.judge import CONTRADICTION_CAP
 from services.scoring.weights import DEFAULT_PROFILE
 
 DEMO = Path(services.__file__).parent / "demo_data"
@@ -110,5 +111,5 @@ def test_a_handbook_answer_to_a_question_asked_the_other_way_is_flagged_softly(q
     backend = OfflineBackend()
     chunks = [Hit(1, 1, "handbook.md", "handbook", sentence, 1, 1.0)]
     reflection = backend.reflect(query, f"{sentence} [1]", chunks)
-    # Capped, it would score CONTRADICTION_CAP exactly; soft, it keeps its own score less the penalty.
-    assert reflection.reflection_score > CONTRADICTION_CAP and ": it may " in reflection.reflection_reason
+    # Capped, it would score CONTRADICTION_CAP at most; soft, it is one signal of the judge's combination.
+    assert reflection.reflection_score > CONTRADICTION_CAP

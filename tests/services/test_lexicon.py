@@ -41,6 +41,7 @@ USED = {
     ("decompose", "enumeration_question_words"): lexicon.ENUMERATION_QUESTION_WORDS,
     ("decompose", "enumeration_copulas"): lexicon.ENUMERATION_COPULAS,
     ("decompose", "comparison_words"): lexicon.COMPARISON_WORDS,
+    ("judging", "reversal_pairs"): lexicon.REVERSAL_PAIRS,
 }
 
 

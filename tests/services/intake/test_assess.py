@@ -169,10 +169,13 @@ def test_the_pipelines_status_rule_decides_whether_an_assessed_run_skips_review(
     lenient = ScoringProfile(WeightsProfile(name="lenient", high=0.5, medium=0.3, low=0.1), None)
     contexts = [{"text": f"SRVO-062 means the pulsecoder backup battery is low; replace battery pack {n}.",
                  "document_id": "srvo-062.md", "rerank_score": 6.0} for n in range(3)]
-    approved = assess(record(contexts), backend=ScriptedBackend((0.95,)), profile=lenient)
+    # An answer the judge finds supported beyond its accept_at (every word it adds is in context 1).
+    supported = "SRVO-062 means the pulsecoder backup battery is low; replace the battery pack. [1]"
+    approved = assess(record(contexts, answer=supported), backend=ScriptedBackend((0.95,)), profile=lenient)
+    assert approved.iteration.verdict is not None and approved.iteration.verdict.auto_accept
     assert approved.iteration.crag is not None and approved.iteration.crag.verdict == "CORRECT"
     assert approved.final_level == "HIGH" and approved.status == RunStatus.AUTO_ACCEPTED
-    doubted = assess(record(contexts), backend=ScriptedBackend((0.5,)), profile=lenient)  # reflection not approved
+    doubted = assess(record(contexts, answer=supported), backend=ScriptedBackend((0.5,)), profile=lenient)  # reflection not approved
     assert doubted.status == RunStatus.PENDING
     empty = assess(record(contexts, answer=""), backend=ScriptedBackend((0.95,)), profile=lenient)
     assert empty.status == RunStatus.PENDING and empty.iteration.reflection is None

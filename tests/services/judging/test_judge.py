@@ -61,7 +61,7 @@ def test_a_changed_number_and_a_reversed_direction_are_caught(embed) -> None:  #
     assert "'4,800' appears in no context" in changed.reason and not changed.auto_accept
     reversed_ = judge_answer("Where is the largest plant?", "The smallest plant is in Nagoya.", CONTEXTS, embed=embed)
     assert reversed_.claims[0].reversed == ("smallest", "largest")
-    assert "says 'smallest' where its context says 'largest'" in reversed_.reason
+    assert "the answer says 'smallest' where its context says 'largest'" in reversed_.reason
 
 
 def test_abstentions_and_answers_with_no_context_are_their_own_class(embed) -> None:  # type: ignore[no-untyped-def]

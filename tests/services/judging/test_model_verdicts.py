@@ -65,3 +65,17 @@ def test_a_refit_keeps_the_prior_for_a_signal_that_never_varied_and_fits_one_tha
     varied = fit([{**r, "model_log_odds": 2.0 if y else -2.0} for r, y in zip(rows, labels)], labels,
                  version="t", accept_at=0.9, trained_on={})
     assert varied.coefficients["model_log_odds"] != PRIOR_WEIGHTS["model_log_odds"]
+
+
+def test_every_signal_has_a_direction_and_the_fit_keeps_it() -> None:
+    from services.judging.features import FEATURES
+    from services.judging.model import SIGNS
+
+    assert set(SIGNS) == set(FEATURES)
+    # Question coverage that goes with wrong answers in a sample still cannot get a negative weight.
+    rows = [{"question_coverage": float(i % 2), "word_support": float((i // 2) % 2)} for i in range(80)]
+    labels = [int(r["word_support"] == 1.0 and r["question_coverage"] == 0.0) for r in rows]
+    model = fit(rows, labels, version="t", accept_at=0.9, trained_on={})
+    assert model.coefficients["question_coverage"] == 0.0 and model.coefficients["word_support"] > 0
+    for name, sign in SIGNS.items():
+        assert sign == 0 or model.coefficients[name] * sign >= 0, name
