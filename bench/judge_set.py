@@ -47,12 +47,14 @@ KINDS: dict[str, tuple[int, str]] = {
     "right_option": (1, "concise"), "fabricated_restated": (0, "restated"), "fabricated_concise": (0, "concise"),
     "changed_number": (0, "sentence"), "same_passage_name": (0, "concise"), "wrong_option": (0, "concise"),
     "reversed": (0, "sentence"), "abstention": (0, "concise"), "other_passage": (0, "sentence"),
+    "nothing_retrieved": (0, "sentence"),
 }
 # Each wrong kind is compared with the right kind of the same form, on the same questions.
 COMPARISONS: dict[str, str] = {
     "fabricated_restated": "right_restated", "fabricated_concise": "right_concise", "same_passage_name": "right_concise",
     "abstention": "right_concise", "wrong_option": "right_option", "changed_number": "right_sentence",
     "reversed": "right_sentence", "other_passage": "right_sentence",
+    "nothing_retrieved": "right_sentence",
 }
 ABSTENTIONS = ("I don't know.", "The provided context does not say.", "Not enough information to answer.", "")
 MAX_SENTENCE_CHARS = 400
@@ -112,10 +114,11 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
     else:
         distractor = _same_passage(corpus, q, gold, (start, end), vtype, rng)
     contexts = _contexts(corpus, q, gold, fabricated, rng)
-    out: list[tuple[str, str, str, str, str]] = []  # kind, question, answer, note, value
+    out: list[tuple[str, str, str, str, str, list[str]]] = []  # kind, question, answer, note, value, contexts
 
-    def add(kind: str, answer: str, note: str = "", value: str = "", question: str = q.question) -> None:
-        out.append((kind, question, answer, note, value))
+    def add(kind: str, answer: str, note: str = "", value: str = "", question: str = q.question,
+            contexts: list[str] = contexts) -> None:
+        out.append((kind, question, answer, note, value, contexts))
 
     add("right_concise", q.answer, value=q.answer)
     add("right_restated", restate(q.question, q.answer), value=q.answer)
@@ -146,9 +149,15 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
         elsewhere = _other_passage_sentence([c for c in contexts if c != gold], sentence, rng)
         if elsewhere is not None:
             add("other_passage", elsewhere, "a sentence of another retrieved passage", "")
+        # Retrieval missed the passage and the system answered anyway, with the sentence of what
+        # it did retrieve that shares most words with the question: grounded, on no answer.
+        missed = _missed_retrieval(corpus, q, gold, contexts, rng)
+        if missed is not None:
+            add("nothing_retrieved", missed[0], "the passage holding the answer was not retrieved", "",
+                contexts=missed[1])
     add("abstention", rng.choice(ABSTENTIONS), "abstains", "")
-    return [JudgeCase(q.corpus, q.qid, kind, KINDS[kind][1], question, answer, contexts, KINDS[kind][0], split, note, value)
-            for kind, question, answer, note, value in out]
+    return [JudgeCase(q.corpus, q.qid, kind, KINDS[kind][1], question, answer, given, KINDS[kind][0], split, note, value)
+            for kind, question, answer, note, value, given in out]
 
 
 # --- values put in the gold one's place ------------------------------------------------------
@@ -267,6 +276,33 @@ def _sentence(gold: str, answer: str, question: str) -> str | None:
             if best is None or score > best[0]:
                 best = (score, sentence)
     return None if best is None or best[1].strip() == answer.strip() else best[1]
+
+
+def _missed_retrieval(corpus: Corpus, q: Question, gold: str, contexts: list[str],
+                      rng: random.Random) -> tuple[str, list[str]] | None:
+    """Contexts without the gold passage (the other two and one more of another document), and
+    the sentence of them sharing most words with the question."""
+    from services.corpus.chunking import split_sentences
+    from services.retrieval.text import tokenize
+
+    others = [c for c in contexts if c != gold]
+    docs = sorted(d for d in corpus.docs if d != q.doc)
+    if not docs:
+        return None
+    text = corpus.docs[rng.choice(docs)]
+    at = rng.randrange(len(text))
+    extra = passage(text, at, at + 1)[0]
+    if q.answer.lower() in extra.lower():
+        return None
+    given = others + [extra]
+    asked = set(tokenize(q.question))
+    found = [re.sub(r"^(?:#+|[-*+]|\d{1,3}[.)])\s+", "", s).replace("**", "").replace("`", "").strip()
+             for c in given for s in _table_rows_and_sentences(c, split_sentences)]
+    found = [s for s in found if len(s.split()) >= 4 and len(s) <= MAX_SENTENCE_CHARS]
+    if not found:
+        return None
+    best = max(found, key=lambda s: (len(asked & set(tokenize(s))), -abs(len(s) - 120), s))
+    return best, given
 
 
 def _other_passage_sentence(others: list[str], like: str, rng: random.Random) -> str | None:
