@@ -25,8 +25,9 @@ Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
 
 FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
-    "question_coverage", "coverage_margin", "locality", "locality_margin", "type_fit", "option_margin", "option_relevance", "reversal",
-    "contradiction", "similarity", "relevance", "evidence_margin", "evidence_nearness", "concise",
+    "question_coverage", "entity_coverage", "coverage_margin", "locality", "locality_margin", "type_fit",
+    "option_margin", "option_relevance", "reversal", "contradiction", "similarity", "relevance", "evidence_margin",
+    "evidence_nearness", "concise",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -87,6 +88,9 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         # The claim that answers is the one whose evidence is most about the question.
         answering = max(adding, key=lambda r: (r.question_coverage, r.locality))
         features["question_coverage"] = answering.question_coverage
+        # The names and codes the question asks about ("PROFINET", "SRVO-045") are what an
+        # answer about something else most often lacks: their share in the evidence sentence.
+        features["entity_coverage"] = _entity_coverage(terms, answering)
         # A name from the passage's wrong sentence is supported; its sentence is not the one
         # about the question. 0 when the evidence is the sentence that names most of it.
         features["coverage_margin"] = answering.question_coverage - answering.best_coverage
@@ -152,6 +156,16 @@ def _relevance(question: str, claim: str, embed: Embed) -> float:
     vectors = embed([question, _statement(question, claim)])
     cosine = float(vectors[0] @ vectors[1])
     return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
+
+
+def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
+    entities = [t for t in terms if t.entity]
+    if not entities:
+        return 1.0
+    if answering.evidence is None:
+        return 0.0
+    text = f"{answering.evidence.text} {answering.claim.text}"
+    return coverage(entities, text)
 
 
 def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],

@@ -104,3 +104,15 @@ def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
     assert JudgeModel.from_dict(model.to_dict()) == model
     # An invented name weighs against support, a supported answer's evidence for it.
     assert model.coefficients["unsupported_atom"] < 0 < model.coefficients["atom_support"] + model.coefficients["word_support"]
+
+
+def test_the_reason_always_agrees_with_the_label(embed) -> None:  # type: ignore[no-untyped-def]
+    answers = ["Osaka", "Kobe", "Nagoya", "The maker of the robot arm is headquartered in Osaka, close to the port.",
+               "The maker of the robot arm has its head office in Kobe.", "Its largest plant is in Nagoya, where 4,800 people work.",
+               "The smallest plant is in Nagoya.", "The robot arm is serviced every 6 months.", "I don't know."]
+    for answer in answers:
+        verdict = judge_answer(QUESTION, answer, CONTEXTS, embed=embed)
+        praised = "is in its contexts" in verdict.reason
+        assert praised == (verdict.label == SUPPORTED), (answer, verdict.label, verdict.reason)
+        if verdict.auto_accept:
+            assert verdict.label == SUPPORTED and verdict.grounded
