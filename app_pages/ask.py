@@ -316,7 +316,7 @@ def _render_review_action(run: Run, user: CurrentUser) -> None:
     if notice:
         st.success(notice)
     if run.status == RunStatus.AUTO_ACCEPTED:
-        st.caption("Auto-accepted: high confidence, CRAG correct and reflection approved.")
+        st.caption("Auto-accepted: high confidence, CRAG correct, reflection approved and the judge sure it is supported.")
         if st.button("Send to review", key="ask.send_to_review"):
             try:
                 sent = send_to_review(int(run.run_id or 0), reviewer=user.name)

@@ -83,7 +83,15 @@ def test_ask_approve_export_in_a_real_browser(server, tab, tmp_path):
     _assert_not_blank(tmp_path / "ask.png")
     assert page.get_by_text("<script>window.__xss=1</script>", exact=False).count() >= 1  # shown as text
     assert page.evaluate("() => window.__xss") is None and page.dialogs == []
+    # The judge may support the answer well enough to auto-accept it: a reviewer sends it on.
+    send = page.get_by_role("button", name="Send to review")
+    if send.count():
+        send.click()
+        page.get_by_text(re.compile(r"Run \d+ was sent to the review queue")).wait_for()
 
+    # The queue now shows the judge's evidence and P(supported): a taller window keeps room below
+    # "Open run" for its list of runs to open downwards.
+    page.set_viewport_size({"width": 1400, "height": 1800})
     page.goto(f"{server}/review")  # a new browser session: the reviewer name is entered again
     _settle(page, "Review queue")
     page.get_by_role("textbox", name="Reviewer").fill("e2e reviewer")
