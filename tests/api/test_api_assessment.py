@@ -33,7 +33,9 @@ RUN = {"question": "How do I clear alarm SRVO-062 after the battery ran low?",
                     {"text": "Remastering restores the axis position after the encoder count was lost.",
                      "source": "manuals/mastering.pdf", "rank": 2}],
        "metadata": {"app": "support-bot", "model": "gpt-x", "user": "u-19", "extra": {"latency_ms": 840}}}
-ASSESSMENT_TIMEOUT_S = 180  # the first record waits for the embedding model to load
+# The first record waits for the embedding model to load; on a loaded 2-core machine (a clean-clone
+# run beside two benchmarks) that and the first judged assessment took over 180 s once.
+ASSESSMENT_TIMEOUT_S = 360
 
 
 @pytest.fixture(scope="module")
