@@ -104,7 +104,9 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     own = _answer_stems(claim)
     near = locality(asked, own, best.stems)
     rivals = _rival_stems(claim, pool)
-    rival = max((locality(asked, r, s.stems) for s in pool for r in rivals if set(r) <= set(s.stems)), default=0.0)
+    sentence_stems = [frozenset(s.stems) for s in pool]
+    rival = max((locality(asked, r, s.stems) for s, stems in zip(pool, sentence_stems, strict=True)
+                 for r in rivals if stems.issuperset(r)), default=0.0)
     # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
     # words things its own way.
     reversal = turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
@@ -114,13 +116,17 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
                          best_key[2], best_coverage, near, rival, reversal)
 
 
+def _stem_of(word: str) -> str:
+    stems = tokenize(word)
+    return stems[0] if stems else word
+
+
 # The antonym and reversal pairs by stem, both ways: "raises" against "lowers" is "raised"
 # against "lowered".
 _OPPOSITE_STEMS: dict[str, frozenset[str]] = {}
 for _a, _b in ANTONYM_PAIRS + REVERSAL_PAIRS:
     for _x, _y in ((_a, _b), (_b, _a)):
-        (_sx,), (_sy,) = tokenize(_x) or [_x], tokenize(_y) or [_y]
-        _OPPOSITE_STEMS[_sx] = _OPPOSITE_STEMS.get(_sx, frozenset()) | {_sy}
+        _OPPOSITE_STEMS[_stem_of(_x)] = _OPPOSITE_STEMS.get(_stem_of(_x), frozenset()) | {_stem_of(_y)}
 _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
 
 
@@ -142,11 +148,6 @@ def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
         if opposite is not None:
             return word, opposite
     return None
-
-
-def _stem_of(word: str) -> str:
-    stems = tokenize(word)
-    return stems[0] if stems else word
 
 
 @lru_cache(maxsize=1024)
