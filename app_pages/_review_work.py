@@ -9,13 +9,14 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from app_pages._claim_evidence import p_supported_text, render_claim_evidence
-from app_pages.common import as_plain, current_user, show_error, show_question_and_answer
+from app_pages._claim_evidence import p_supported_text
+from app_pages._decision_view import render_decision
+from app_pages.common import as_plain, current_user, show_error
 from services.answering.runs import load_run
 from services.auth import require_reviewer
 from services.domain import RunStatus
 from services.errors import ConflictError, WorkbenchError
-from services.review.queue import FLAG_REASONS, QueueFilters, QueueItem, review_queue, submit_review
+from services.review.queue import FLAG_REASONS, QueueFilters, QueueItem, review_history, review_queue, submit_review
 from services.scoring.calibration import Calibrator
 
 SKIPPED_KEY = "review.work.skipped"  # run ids passed over with Next in this session
@@ -115,19 +116,13 @@ def _render_flash() -> None:
 def _render_item(item: QueueItem, *, calibrated: bool) -> None:
     with st.container(border=True):
         st.markdown(item_heading(item, calibrated=calibrated))
-        show_question_and_answer(item.query, item.answer)
         try:
             run = load_run(item.run_id)
+            history = review_history(item.run_id)
         except WorkbenchError as exc:
             show_error(exc)
             return
-        render_claim_evidence(run)
-        if run.citations:
-            st.markdown("**Cited passages**")
-            for citation in run.citations:
-                st.text(f"[{citation.marker}] {citation.external_id}: {citation.quote}")
-        signals = " · ".join(f"{name} {value:.2f}" for name, value in sorted(run.signals.items()))
-        st.caption(f"Signals: {signals}" if signals else "No judge signals were stored for this run.")
+        render_decision(run, history, key="review.work")
 
 
 def _render_keys(item: QueueItem, open_in_browse: Callable[[QueueItem], None]) -> None:

@@ -80,14 +80,6 @@ def show_error(error: Exception | str) -> None:
     st.error(as_plain(str(error)))
 
 
-def show_question_and_answer(question: str, answer: str | None) -> None:
-    """A run's question and answer as plain text (never markdown: they are other people's words)."""
-    st.markdown("**Question**")
-    st.text(question)
-    st.markdown("**Answer**")
-    st.text(answer or "(no answer was produced)")
-
-
 def split_around(text: str, quote: str) -> tuple[str, str, str] | None:
     """(before, quote as it appears, after), or None when the quote is not in the text.
 

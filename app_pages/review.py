@@ -10,24 +10,22 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _demo as demo
-from app_pages._claim_evidence import p_supported_text, render_claim_evidence
+from app_pages._claim_evidence import p_supported_text
+from app_pages._decision_text import corrected_answer
+from app_pages._decision_view import render_decision
 from app_pages._review_work import render_work_queue
 from app_pages.common import (
     as_plain,
     empty_state,
     ensure_store,
-    render_quote_in_chunk,
     require_sign_in,
     show_error,
-    show_question_and_answer,
 )
-from services.answering.llm.base import Citation
 from services.answering.presets import PRESETS
-from services.answering.runs import Iteration, Run, load_run, retrieval_breakdown
+from services.answering.runs import Run, load_run
 from services.auth import CurrentUser, require_reviewer
 from services.charts import review as review_charts
-from services.charts.confidence import breakdown_figure
-from services.domain import STATUSES, Hit
+from services.domain import STATUSES
 from services.errors import ConflictError, WorkbenchError
 from services.review.days import day_range
 from services.review.queue import (
@@ -95,8 +93,8 @@ def history_frame(history: Sequence[Review]) -> pd.DataFrame:
 
 
 def correction_prefill(run: Run, history: Sequence[Review]) -> str:
-    corrections = [h.corrected_answer for h in history if h.corrected_answer]
-    return corrections[-1] if corrections else run.final_answer
+    correction = corrected_answer(history)
+    return correction.corrected_answer or "" if correction is not None else run.final_answer
 
 
 def state_lines(state: Mapping[str, Any]) -> list[str]:
@@ -277,17 +275,12 @@ def _render_detail(run_id: int, user: CurrentUser) -> None:
     st.subheader(f"Run {run_id}")
     st.caption(f"Status {run.status} · {run.final_level} · confidence {run.final_confidence:.2f} · "
                f"you are reviewing version {st.session_state[VERSION_KEY]}")
-    show_question_and_answer(run.query, run.final_answer)
-    st.markdown("#### Evidence")
-    render_claim_evidence(run)
+    render_decision(run, history, key="review.detail")
     if run.outcome_note:
         st.text(f"Note: {run.outcome_note}")
     _render_origin(run)
     if history and history[-1].reviewer == ANSWER_KEY_REVIEWER:
         st.info(f"The current verdict is an answer-key verdict: {demo.ANSWER_KEY_NOTE}", icon=":material/key:")
-    best = run.best()
-    _render_breakdown(run)
-    _render_sources(run, best)
     _render_iterations(run)
     _render_actions(run_id, run, history, user)
     _render_conflict(run_id)
@@ -306,8 +299,6 @@ def _render_origin(run: Run) -> None:
     judges = "on" if assessment.get("judges") else "off (no CRAG, reflection or grading)"
     st.text(f"Source: {run.source} (another RAG system's answer) · trace id {assessment.get('trace_id') or '(none)'} "
             f"· judges {judges}")
-    for name, why in (assessment.get("not_computed") or {}).items():
-        st.text(f"Not computed: {name}: {why}")
     reference = (run.external or {}).get("reference")
     if reference is not None:
         cols = st.columns(2)
@@ -315,51 +306,6 @@ def _render_origin(run: Run) -> None:
         cols[0].text(run.final_answer or "(none: the source system abstained)")
         cols[1].markdown("**Reference answer** (from the imported dataset)")
         cols[1].text(reference)
-
-
-def _render_sources(run: Run, best: Iteration | None) -> None:
-    st.markdown("#### Sources")
-    if not run.citations and run.config.get("assessment") and best is not None and best.hits:
-        st.caption("The contexts the source system retrieved for this answer, in its order.")
-        with st.container(height=520):
-            for hit in best.hits:
-                with st.container(border=True):
-                    st.text(f"[{hit.rank}] {hit.external_id}")
-                    st.text(hit.text)
-        return
-    if not run.citations:
-        st.info("The answer cites no passages.")
-        return
-    hits = {h.chunk_id: h for h in (best.hits if best else ())}
-    with st.container(height=520):
-        for citation in run.citations:
-            _render_citation(citation, hits.get(citation.chunk_id))
-
-
-def _render_citation(citation: Citation, hit: Hit | None) -> None:
-    with st.container(border=True):
-        st.text(f"[{citation.marker}] {citation.external_id} — document {citation.document_id}, "
-                f"chunk {citation.chunk_id}")
-        render_quote_in_chunk(hit.text if hit else None, citation.quote)
-
-
-def _render_breakdown(run: Run) -> None:
-    st.markdown("#### Confidence")
-    try:
-        scored = retrieval_breakdown(run)
-    except WorkbenchError as exc:
-        show_error(exc)
-        return
-    if scored is None:
-        st.info("No retrieval metrics are stored for this run.")
-        return
-    breakdown = scored[1]
-    st.plotly_chart(breakdown_figure(breakdown), key="review.breakdown")
-    st.caption(f"Retrieval confidence {breakdown.overall:.2f} ({breakdown.level}) under the run's weights "
-               f"({breakdown.profile}); "
-               f"blended with the other signals: {run.final_confidence:.2f}.")
-    for line in breakdown.recommendations:
-        st.text(f"• {line}")
 
 
 def _render_iterations(run: Run) -> None:
