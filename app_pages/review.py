@@ -40,6 +40,8 @@ from services.review.queue import (
     queue_counts,
     review_history,
     review_queue,
+    run_for_trace,
+    run_sources,
     submit_review,
 )
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
@@ -49,34 +51,46 @@ SELECTED_KEY = "review.selected_run"
 VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time
 CONFLICT_KEY = "review.conflict"
 FLASH_KEY = "review.flash"
+FLASH_WARNING_KEY = "review.flash_warning"
 CLEAR_KEY = "review.clear_selection"
 PICK_KEY = "review.pick"
 OPEN_KEY = "review.open_request"  # (run id, version) the Work view asked to open in full
 TAB_KEY = "review.view"
+TRACE_FILTER_KEY = "review.trace_id"
+TRACE_LINK = "trace_id"  # ?trace_id=<id> opens that run, so a link from another system lands on it
 WORK_LINK = {"view": "work"}  # ?view=work opens the Work view (the Start here page links so)
 BROWSE_TAB, WORK_TAB = "Browse and review", "Work the queue"
 ORDERS = {"most likely wrong first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
 QUEUE_LIMIT = 500
-QUEUE_COLUMNS = ("run id", "question", "P(supported)", "level", "confidence", "calibrated", "disagreement", "preset",
+QUEUE_COLUMNS = ("run id", "trace id", "source", "question", "P(supported)", "level", "confidence", "calibrated", "disagreement", "preset",
                  "status", "reviewer", "created")
 
 
 # --- pure data helpers -----------------------------------------------------------------------
 
 def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Sequence[str], reviewer: str,
-                  start: date | None, end: date | None) -> QueueFilters:
+                  start: date | None, end: date | None, sources: Sequence[str] = (), trace_id: str = "") -> QueueFilters:
     """The filter widgets' values as QueueFilters; no status chosen means every status."""
     since, until = day_range(start, end)  # whole UTC days, the end day included
     return QueueFilters(statuses=tuple(statuses) or STATUSES, levels=tuple(levels), presets=tuple(presets),
-                        reviewer=reviewer.strip() or None, since=since, until=until)
+                        reviewer=reviewer.strip() or None, since=since, until=until, sources=tuple(sources),
+                        trace_id=trace_id.strip() or None)
+
+
+def run_label(item: QueueItem) -> str:
+    """An "Open run" choice: enough to tell runs apart without the table (a complaint names a trace id)."""
+    trace = f"trace {item.trace_id}" if item.trace_id else "no trace id"
+    return (f"#{item.run_id} · {item.source} · {trace} · {item.status} · P(supported) "
+            f"{p_supported_text(item.p_supported)} · {item.query[:70]}")
 
 
 def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
     """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet, and
     P(supported) says "not judged" for runs the judge never saw."""
     return pd.DataFrame([
-        {"run id": i.run_id, "question": i.query, "P(supported)": p_supported_text(i.p_supported), "level": i.level,
+        {"run id": i.run_id, "trace id": i.trace_id, "source": i.source, "question": i.query,
+         "P(supported)": p_supported_text(i.p_supported), "level": i.level,
          "confidence": i.confidence, "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
          "status": i.status, "reviewer": i.reviewer, "created": i.created_at}
         for i in items
@@ -119,12 +133,15 @@ def main() -> None:
         ensure_store()
         counts = queue_counts()
         calibrator = calibrator_for_queue()
+        _open_linked_trace()
     except WorkbenchError as exc:
         show_error(exc)
         return
     if not sum(counts.values()):
         _render_empty()
         return
+    if warning := st.session_state.pop(FLASH_WARNING_KEY, None):
+        st.warning(as_plain(warning))
     try:
         filters, order = _render_filters()
     except WorkbenchError as exc:
@@ -164,6 +181,26 @@ def _apply_requests() -> None:
         st.session_state[SELECTED_KEY] = st.session_state[PICK_KEY] = run_id
         st.session_state[VERSION_KEY] = version
         st.session_state.pop(CONFLICT_KEY, None)
+
+
+def _open_linked_trace() -> None:
+    """?trace_id=<id>: the run stored under that trace id opened in Browse and review, whatever its
+    status, with the trace filter set to it. Read once, then dropped, so the reviewer can move on."""
+    trace_id = st.query_params.get(TRACE_LINK, "").strip()
+    if not trace_id:
+        return
+    del st.query_params[TRACE_LINK]
+    found = run_for_trace(trace_id)
+    if found is None:
+        st.session_state[FLASH_WARNING_KEY] = f"No stored run has trace id {trace_id}."
+        return
+    run_id, version = found
+    st.session_state["review.statuses"] = []  # every status: a linked run may be reviewed or auto-accepted
+    st.session_state[TRACE_FILTER_KEY] = trace_id
+    st.session_state[TAB_KEY] = BROWSE_TAB
+    st.session_state[SELECTED_KEY] = st.session_state[PICK_KEY] = run_id
+    st.session_state[VERSION_KEY] = version
+    st.session_state.pop(CONFLICT_KEY, None)
 
 
 def _request_open(item: QueueItem) -> None:
@@ -207,8 +244,13 @@ def _render_filters() -> tuple[QueueFilters, str]:
         start = d1.date_input("Created from (UTC)", value=None, key="review.since")
         end = d2.date_input("Created to (UTC)", value=None, key="review.until")
         reviewer = d3.text_input("Reviewed by", key="review.reviewer_filter", placeholder="any reviewer")
+        t1, t2 = st.columns([2, 1])
+        trace_id = t1.text_input("Trace id", key=TRACE_FILTER_KEY, placeholder="a whole trace id, or how it starts",
+                                 help="The id the source system gave the run (runs imported, pushed or traced).")
+        sources = t2.multiselect("Source", run_sources(), key="review.sources", placeholder="any source")
     order = st.radio("Order", tuple(ORDERS), horizontal=True, key="review.order")
-    filters = queue_filters(statuses=statuses, levels=levels, presets=presets, reviewer=reviewer, start=start, end=end)
+    filters = queue_filters(statuses=statuses, levels=levels, presets=presets, reviewer=reviewer, start=start, end=end,
+                            sources=sources, trace_id=trace_id)
     return filters, ORDERS[order]
 
 
@@ -236,6 +278,7 @@ def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator
                                 **{name: st.column_config.NumberColumn(format="%.3f", width="small")
                                    for name in ("confidence", "calibrated", "disagreement")},
                                 "run id": st.column_config.NumberColumn(width="small"),
+                                "source": st.column_config.TextColumn(width="small"),
                                 "P(supported)": st.column_config.TextColumn(
                                     help="The judge's P(answer supported); \"not judged\" for runs stored before "
                                          "the judge or with its judges off")})
@@ -253,7 +296,7 @@ def _render_picker(items: Sequence[QueueItem]) -> int | None:
         if run_id is None:
             return "— choose a run to review —"
         item = by_id.get(run_id)
-        return f"#{run_id} · {item.query[:90]}" if item else f"#{run_id} (no longer in this queue)"
+        return run_label(item) if item else f"#{run_id} (no longer in this queue)"
 
     pick = st.selectbox("Open run", options, format_func=label, key=PICK_KEY, placeholder="choose a run to review")
     if pick != selected and (pick is None or pick in by_id):

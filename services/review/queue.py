@@ -197,6 +197,8 @@ class QueueItem:
     review_version: int
     created_at: datetime
     p_supported: float | None = None  # the judge's; None for runs judged before it existed
+    source: str = "ask"  # where the run came from: the Ask page, the demo, or another system (import, api, otlp)
+    trace_id: str | None = None  # the source system's id, for runs from outside
 
     @property
     def p_wrong(self) -> float:
@@ -213,11 +215,18 @@ class QueueFilters:
     reviewer: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    sources: tuple[str, ...] = ()
+    trace_id: str | None = None  # a whole trace id, or its start: a complaint may quote only part of it
+
+
+def like_prefix(text: str) -> str:
+    """`text` as a LIKE pattern matching values that start with it (its own % and _ taken literally)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 _QUEUE_SQL = """
 SELECT id, query, final_answer, status, final_level, preset, final_confidence, signals, reviewer,
-       review_version, created_at, p_supported
+       review_version, created_at, p_supported, source, trace_id
 FROM runs,
      LATERAL (SELECT (signals->>'retrieval')::float8 AS retrieval, (signals->>'reflection')::float8 AS reflection,
                      (signals->>'grade')::float8 AS grade, (signals->>'heuristic')::float8 AS heuristic) s
@@ -227,6 +236,8 @@ WHERE status = ANY(:statuses)
   AND (CAST(:reviewer AS text) IS NULL OR reviewer = :reviewer)
   AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)
   AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)
+  AND (cardinality(CAST(:sources AS text[])) = 0 OR source = ANY(:sources))
+  AND (CAST(:trace_prefix AS text) IS NULL OR trace_id LIKE :trace_prefix)
 ORDER BY CASE WHEN CAST(:by_disagreement AS boolean) THEN coalesce(
              greatest(s.retrieval, s.reflection, s.grade, s.heuristic)
              - least(s.retrieval, s.reflection, s.grade, s.heuristic), 0) END DESC,
@@ -248,13 +259,16 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
         rows = session.execute(text(_QUEUE_SQL), {
             "statuses": list(filters.statuses), "levels": list(filters.levels), "presets": list(filters.presets),
             "reviewer": filters.reviewer, "since": filters.since, "until": filters.until, "limit": limit,
+            "sources": list(filters.sources),
+            "trace_prefix": like_prefix(filters.trace_id) if filters.trace_id else None,
             "by_disagreement": order == "disagreement",  # the limit must keep the most disagreeing runs
         }).all()
     raw = np.array([r.final_confidence for r in rows], dtype=np.float64)
     calibrated = calibrate(raw) if calibrate is not None and len(raw) else raw
     items = [
         QueueItem(r.id, r.query, r.final_answer, r.status, r.final_level, r.preset, r.final_confidence,
-                  float(c), signal_disagreement(r.signals), r.reviewer, r.review_version, r.created_at, r.p_supported)
+                  float(c), signal_disagreement(r.signals), r.reviewer, r.review_version, r.created_at, r.p_supported,
+                  r.source, r.trace_id)
         for r, c in zip(rows, calibrated)
     ]
     if order == "disagreement":
@@ -268,6 +282,25 @@ def signal_disagreement(signals: dict[str, float]) -> float:
     (_QUEUE_SQL orders by the same spread)."""
     values = [v for k, v in signals.items() if k in ("retrieval", "reflection", "grade", "heuristic")]
     return float(max(values) - min(values)) if len(values) > 1 else 0.0
+
+
+_RUN_FOR_TRACE_SQL = "SELECT id, review_version FROM runs WHERE trace_id = :trace_id"
+
+
+def run_for_trace(trace_id: str) -> tuple[int, int] | None:
+    """(run id, review version) of the run stored under exactly this trace id; None when there is none."""
+    with transaction() as session:
+        row = session.execute(text(_RUN_FOR_TRACE_SQL), {"trace_id": trace_id.strip()}).first()
+    return (row.id, row.review_version) if row is not None else None
+
+
+_SOURCES_SQL = "SELECT DISTINCT source FROM runs ORDER BY source"
+
+
+def run_sources() -> list[str]:
+    """Every source stored runs came from, for the queue's source filter."""
+    with transaction() as session:
+        return list(session.scalars(text(_SOURCES_SQL)))
 
 
 _COUNTS_SQL = "SELECT status, count(*) FROM runs GROUP BY status"

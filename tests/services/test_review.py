@@ -118,3 +118,20 @@ def test_disagreement_order_keeps_the_most_disagreeing_runs_under_the_limit(run_
     assert [i.run_id for i in queue] == [run_ids[2], run_ids[1]]
     assert [round(i.disagreement, 9) for i in queue] == [0.8, 0.1]
     assert [i.run_id for i in review_queue(limit=2)] == [run_ids[0], run_ids[1]]  # least confident first
+
+
+def test_like_prefix_takes_wildcards_and_backslashes_literally():
+    from services.review.queue import like_prefix
+
+    assert like_prefix("t-1") == "t-1%"
+    assert like_prefix("50%_off\\x") == "50\\%\\_off\\\\x%"
+
+
+def test_queue_filters_by_source_and_finds_a_run_by_its_exact_trace_id(run_ids):
+    from services.review.queue import run_for_trace, run_sources
+
+    assert run_sources() == ["ask"]
+    assert {i.run_id for i in review_queue(QueueFilters(sources=("ask",)))} == set(run_ids)
+    assert review_queue(QueueFilters(sources=("import",))) == []
+    assert all(i.source == "ask" and i.trace_id is None for i in review_queue())
+    assert run_for_trace("t-1") is None
