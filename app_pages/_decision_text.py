@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from app_pages._claim_evidence import p_supported_text
 from services.answering.runs import Run
-from services.domain import Hit
+from services.domain import Hit, RunStatus
 from services.review.queue import Review
 from services.scoring.blend import blend_terms
 from services.scoring.confidence import ConfidenceBreakdown, hit_relevance
@@ -120,7 +120,12 @@ def reviewer_hints(run: Run, breakdown: ConfidenceBreakdown | None) -> tuple[str
     asked the question (rephrase it, add documents): right for the workbench's own runs, wrong
     for an answer another system gave, where the reviewer can only check it."""
     if not came_from_outside(run):
-        return breakdown.recommendations if breakdown is not None else ()
+        if breakdown is None:
+            return ()
+        # The first line is the retrieval level's advice ("review recommended..."): moot once the
+        # auto-accept rule, which reads more than retrieval, has accepted the run.
+        accepted = run.status == RunStatus.AUTO_ACCEPTED
+        return breakdown.recommendations[1:] if accepted else breakdown.recommendations
     best = run.best()
     hits = best.hits if best is not None else ()
     hints = []

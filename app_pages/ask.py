@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _demo as demo
+from app_pages._decision_text import came_from_outside, reviewer_hints
 from app_pages.common import (
     corpus_stats_or_error,
     empty_state,
@@ -221,7 +222,7 @@ def _render_run(run: Run, user: CurrentUser) -> None:
                                                  medium=profile.medium, low=profile.low), key="ask.gauge")
         st.caption(blend_caption(run))
         st.dataframe(signals_frame(run.signals), hide_index=True, key="ask.signals")
-    _render_breakdown(breakdown, best)
+    _render_breakdown(breakdown, best, run)
     evidence, crag, iterations, route = st.tabs(["Retrieved passages", "CRAG verdict", "Iterations", "Route"])
     with evidence:
         _render_hits(best)
@@ -238,7 +239,8 @@ def _render_run(run: Run, user: CurrentUser) -> None:
 def _render_answer(run: Run) -> None:
     st.subheader("Answer")
     if not run.final_answer:
-        st.warning("No answer could be produced from the retrieved text.")
+        st.warning("The source system gave no answer (it abstained)." if came_from_outside(run)
+                   else "No answer could be produced from the retrieved text.")
         if run.outcome_note:
             st.text(run.outcome_note)
         return
@@ -251,13 +253,16 @@ def _render_answer(run: Run) -> None:
             render_quote_in_chunk(texts.get(citation.chunk_id), citation.quote)
 
 
-def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration) -> None:
+def _render_breakdown(breakdown: ConfidenceBreakdown, best: Iteration, run: Run) -> None:
     st.subheader(f"Retrieval confidence {breakdown.overall:.2f} — {breakdown.level}")
     st.plotly_chart(conf_charts.breakdown_figure(breakdown), key="ask.breakdown")
     st.caption(f"The total is the sum of the seven weighted contributions (iteration {best.ordinal}, "
                f"stored value {best.retrieval_confidence:.3f}).")
     st.text(f"weights profile: {breakdown.profile}")
-    for line in breakdown.recommendations:
+    if came_from_outside(run):  # the newest stored run may be another system's: no advice to rephrase it
+        st.caption(f"Run {run.run_id} was answered by another system ({run.source}); the Review page has what to "
+                   "check before a verdict.")
+    for line in reviewer_hints(run, breakdown):
         st.text(f"• {line}")
 
 
