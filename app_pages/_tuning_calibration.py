@@ -13,7 +13,15 @@ from app_pages.common import as_plain
 from services.charts import tuning as charts
 from services.charts.confidence import COMPONENT_LABELS
 from services.errors import InputError
-from services.scoring.calibration import METHODS, CalibrationReport, calibration_metrics, fit_calibrator, fit_weights, recommend_threshold
+from services.scoring.calibration import (
+    METHODS,
+    MIN_VERDICTS,
+    CalibrationReport,
+    calibration_metrics,
+    fit_calibrator,
+    fit_weights,
+    recommend_threshold,
+)
 from services.scoring.tuning import RunMatrix
 from services.scoring.weights import COMPONENTS, WeightsProfile
 
@@ -42,6 +50,12 @@ def render_calibration(matrix: RunMatrix, active: WeightsProfile, active_scores:
     if not reviewed.any():
         st.info(f"Calibration needs reviewed runs: none of the {len(matrix):,} stored runs has a verdict yet. "
                 "Approve, flag or correct runs in the Review queue, then press Reload runs.")
+        return
+    if (n := int(reviewed.sum())) < MIN_VERDICTS:
+        # Below the fits' minimum the metrics swing with each verdict: their deltas would be noise in red and green.
+        st.info(f"Calibration needs at least {MIN_VERDICTS} reviewed runs, as the fits do: {n:,} of the "
+                f"{len(matrix):,} stored runs have a verdict. ECE, Brier score and AUROC are shown from "
+                f"{MIN_VERDICTS} on; review more runs in the Review queue, then press Reload runs.")
         return
     labels = matrix.labels[reviewed]
     current = calibration_metrics(scores[reviewed], labels)

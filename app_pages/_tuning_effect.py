@@ -21,9 +21,10 @@ from services.scoring.weights import WeightsProfile
 
 CHANGES_LIMIT = 200  # the largest moves; the count above the table says how many there are
 QUEUE_AUTO_ACCEPTED = "auto_accepted"  # the status the Review queue's Auto-accepted counts
+REJECTED = ("flagged", "corrected")  # a reviewer's verdict that the answer was wrong: the rule cannot overrule it
 WOULD_AUTO_ACCEPT_HELP = ("Stored runs the auto-accept rule (HIGH confidence, CRAG correct, reflection approved, an "
-                          "answer) accepts under these weights, whatever their status now. The Review queue's "
-                          "Auto-accepted counts runs whose status is auto-accepted.")
+                          "answer) accepts under these weights, except runs a reviewer flagged or corrected. The "
+                          "Review queue's Auto-accepted counts runs whose status is auto-accepted.")
 
 
 def changes_frame(changes: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -44,6 +45,21 @@ def auto_accepted_by_status(matrix: RunMatrix, scores: np.ndarray, profile: Weig
         if accepted:
             counts[str(status)] = accepted
     return counts
+
+
+def would_auto_accept(by_status: Mapping[str, int]) -> int:
+    """The runs the rule would accept, less those a reviewer flagged or corrected: their verdict stands."""
+    return sum(n for status, n in by_status.items() if status not in REJECTED)
+
+
+def rejected_note(by_status: Mapping[str, int]) -> str:
+    """The runs the rule would accept against a reviewer's verdict: a sign the weights are too lenient."""
+    rejected = {status: n for status, n in by_status.items() if status in REJECTED}
+    if not rejected:
+        return ""
+    parts = " and ".join(f"{n:,} {status}" for status, n in sorted(rejected.items()))
+    return (f"Under these weights the rule would also accept {parts} by a reviewer; they are not counted in "
+            "Would auto-accept, since the verdict stands, but they are runs these weights get wrong.")
 
 
 def queue_auto_accepted(matrix: RunMatrix) -> int:
@@ -67,16 +83,21 @@ def auto_accept_note(would: Mapping[str, int], queue_count: int) -> str:
 def render_effect(matrix: RunMatrix, active: WeightsProfile, profile: WeightsProfile, active_scores: np.ndarray,
                    scores: np.ndarray) -> None:
     before, after = triage(matrix, active_scores, active), triage(matrix, scores, profile)
+    by_status = auto_accepted_by_status(matrix, scores, profile)
+    accepted = would_auto_accept(by_status)
+    accepted_before = would_auto_accept(auto_accepted_by_status(matrix, active_scores, active))
     changed = int((level_indexes(active_scores, active) != level_indexes(scores, profile)).sum())
     cols = st.columns(4)
-    cols[0].metric("Would auto-accept", after["auto_accepted"], delta=after["auto_accepted"] - before["auto_accepted"],
-                   help=WOULD_AUTO_ACCEPT_HELP)
-    cols[1].metric("Would go to review", after["review"], delta=after["review"] - before["review"],
+    cols[0].metric("Would auto-accept", accepted, delta=accepted - accepted_before, help=WOULD_AUTO_ACCEPT_HELP)
+    cols[1].metric("Would go to review", len(matrix) - accepted, delta=accepted_before - accepted,
                    delta_color="inverse")
     cols[2].metric("VERY LOW", after["flagged_very_low"], delta=after["flagged_very_low"] - before["flagged_very_low"],
                    delta_color="inverse", help="expert review required")
     cols[3].metric("Runs changing level", changed)
-    st.caption(auto_accept_note(auto_accepted_by_status(matrix, scores, profile), queue_auto_accepted(matrix)))
+    standing = {status: n for status, n in by_status.items() if status not in REJECTED}
+    st.caption(auto_accept_note(standing, queue_auto_accepted(matrix)))
+    if note := rejected_note(by_status):
+        st.warning(note)
     left, right = st.columns(2)
     left.plotly_chart(charts.score_histogram_figure(scores, profile), key="tuning.histogram")
     right.plotly_chart(charts.level_counts_figure(before["by_level"], after["by_level"],

@@ -231,6 +231,32 @@ def test_would_auto_accept_is_reconciled_with_the_review_queues_auto_accepted(ru
     assert "those 0 are: none." in note and "3 of the queue's auto-accepted runs would go to review" in note
 
 
+def test_would_auto_accept_does_not_count_runs_a_reviewer_flagged_or_corrected(runs):
+    strong = runs["strong"]  # the 10 runs the rule accepts under the default weights
+    submit_review(strong[0], expected_version=0, action="flag", reviewer="rita", flag_reason="wrong answer")
+    submit_review(strong[1], expected_version=0, action="correct", reviewer="rita", corrected_answer="the right one")
+    submit_review(strong[2], expected_version=0, action="approve", reviewer="rita")
+    at = open_tuning()
+    assert int(metric(at, "Would auto-accept").value) == 8 and int(metric(at, "Would go to review").value) == 22
+    note = next(c.value for c in at.caption if c.value.startswith("The Review queue shows"))
+    assert "those 8 are: 1 approved, 7 pending." in note
+    assert any("would also accept 1 corrected and 1 flagged by a reviewer" in w.value for w in at.warning)
+
+
+def test_calibration_with_fewer_verdicts_than_the_fits_need_says_so_instead_of_figures(runs):
+    for rid in runs["strong"][:2] + runs["weak_top"][:2]:  # 4 verdicts, both kinds: AUROC could be computed
+        if rid in runs["strong"]:
+            submit_review(rid, expected_version=0, action="approve", reviewer="rita")
+        else:
+            submit_review(rid, expected_version=0, action="flag", reviewer="rita", flag_reason="wrong answer")
+    at = open_tuning("Calibration")
+    assert any("needs at least 10 reviewed runs" in i.value and "4 of the 30" in i.value for i in at.info)
+    assert not [m.label for m in at.metric if m.label in ("ECE", "Brier score", "AUROC")]
+    assert not [m for m in at.metric if m.delta]  # no red or green arrows on noise
+    open_tab(at, "Fit from verdicts")  # the next tab gives the same minimum
+    assert any("at least 10 reviewed runs" in w.value for w in at.warning)
+
+
 def test_without_verdicts_calibration_says_it_needs_reviewed_runs(runs):
     at = open_tuning("Calibration")
     assert any("needs reviewed runs" in i.value and "30" in i.value for i in at.info)
