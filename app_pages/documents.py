@@ -1,4 +1,5 @@
-"""Document trends: the documents that keep turning up in flagged or low-confidence answers."""
+"""Document trends: the documents that keep turning up in answers a reviewer flagged or corrected,
+or answered with low confidence and not approved."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ SINCE_KEY = "documents.since"
 UNTIL_KEY = "documents.until"
 MIN_RUNS_KEY = "documents.min_runs"
 SELECTED_KEY = "documents.selected"
-TREND_COLUMNS = ("document", "collection", "title", "runs", "flagged", "low confidence", "troubled share",
-                 "mean confidence", "retrieved", "cited", "approved", "corrected", "pending", "auto-accepted")
+TREND_COLUMNS = ("document", "collection", "title", "runs", "flagged", "corrected", "low confidence", "troubled share",
+                 "mean confidence", "retrieved", "cited", "approved", "pending", "auto-accepted")
 RUN_COLUMNS = ("run id", "question", "status", "confidence", "level", "rank", "cited", "source", "created")
 EMPTY_STATE = ("No stored run has retrieved or cited a document{scope}. Every answered question fills this page: "
                "ask on the Ask page, or bring another system's answers in on the Import runs page; the documents "
@@ -35,9 +36,9 @@ def trends_frame(trends: Sequence[DocumentTrend]) -> pd.DataFrame:
     """The fix-first table: one row per document, in the order given."""
     return pd.DataFrame([
         {"document": t.external_id, "collection": t.collection, "title": t.title, "runs": t.runs,
-         "flagged": t.flagged, "low confidence": t.low_confidence, "troubled share": t.troubled_share,
-         "mean confidence": t.mean_confidence, "retrieved": t.retrieved, "cited": t.cited, "approved": t.approved,
-         "corrected": t.corrected, "pending": t.pending, "auto-accepted": t.auto_accepted}
+         "flagged": t.flagged, "corrected": t.corrected, "low confidence": t.low_confidence,
+         "troubled share": t.troubled_share, "mean confidence": t.mean_confidence, "retrieved": t.retrieved,
+         "cited": t.cited, "approved": t.approved, "pending": t.pending, "auto-accepted": t.auto_accepted}
         for t in trends
     ], columns=list(TREND_COLUMNS))
 
@@ -73,8 +74,10 @@ def cached_document_runs(external_id: str, collection: str, since: datetime | No
 def main() -> None:
     require_sign_in()
     st.title("Document trends")
-    st.caption("Which documents keep appearing in flagged or low-confidence answers: the ones to fix first. "
-               "A document appears in a run when the run's best iteration retrieved it or its answer cited it.")
+    st.caption("Which documents keep appearing in troubled answers (flagged or corrected by a reviewer, or low "
+               "confidence and not approved): the ones to fix first. A document appears in a run when the run's best "
+               "iteration retrieved it or its answer cited it. Documents another system's answers drew on that the "
+               "corpus does not hold are listed under \"outside the corpus\" and the runs' source.")
     try:
         ensure_store()
         start, end, min_runs = _render_filters()
@@ -108,10 +111,11 @@ def _render_fix_first(trends: Sequence[DocumentTrend], *, cut: bool) -> None:
     st.plotly_chart(fix_first_figure(trends), key="documents.fix_first_chart")
     st.dataframe(trends_frame(trends), hide_index=True, column_config={
         "troubled share": st.column_config.NumberColumn(format="percent",
-                                                        help="Runs flagged or answered with LOW / VERY LOW confidence"),
+                                                        help="Runs flagged or corrected by a reviewer, or answered "
+                                                             "with LOW / VERY LOW confidence and not approved"),
         "mean confidence": st.column_config.NumberColumn(format="%.3f"),
     })
-    shown = f"{len(trends):,} documents, most flagged or low-confidence runs first"
+    shown = f"{len(trends):,} documents, most troubled runs first"
     if cut:
         shown += f" (the list stops at the first {TABLE_LIMIT:,}; narrow the dates or raise the minimum runs)"
     st.caption(shown + f". The chart shows the first {min(FIX_FIRST_TOP, len(trends))}.")
@@ -127,7 +131,7 @@ def _render_drilldown(trends: Sequence[DocumentTrend], since: datetime | None, u
     cols = st.columns(4)
     cols[0].metric("Runs", f"{trend.runs:,}")
     cols[1].metric("Mean confidence", f"{trend.mean_confidence:.3f}")
-    cols[2].metric("Flagged", f"{trend.flagged:,}")
+    cols[2].metric("Flagged or corrected", f"{trend.rejected:,}")
     cols[3].metric("Low confidence", f"{trend.low_confidence:,}")
     st.plotly_chart(document_trend_figure(trend), key="documents.trend_chart")
     try:

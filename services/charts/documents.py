@@ -12,8 +12,8 @@ from services.review.documents import DocumentTrend
 
 FIX_FIRST_TOP = 15
 # One colour per segment, matching the review statuses' palette (services/charts/review.py).
-SEGMENTS = (("flagged", "Flagged by a reviewer", "#d1242f"),
-            ("low", "Low confidence, not flagged", "#bf8700"),
+SEGMENTS = (("flagged", "Flagged or corrected by a reviewer", "#d1242f"),
+            ("low", "Low confidence, not approved", "#bf8700"),
             ("ok", "Neither", "#8c959f"))
 CONFIDENCE_COLOR = "#0969da"
 RUNS_COLOR = "#8c959f"
@@ -22,10 +22,10 @@ WEEK_MS = 7 * 24 * 3600 * 1000  # plotly measures widths and ticks on a date axi
 
 def fix_first_figure(trends: Sequence[DocumentTrend], *, top: int = FIX_FIRST_TOP) -> go.Figure:
     """Horizontal stacked bars for the first `top` documents in fix-first order (the first on top):
-    each document's runs split into flagged, low-confidence-but-not-flagged, and the rest."""
+    each document's runs split into flagged or corrected, low-confidence-and-not-approved, and the rest."""
     shown = list(trends[:top])[::-1]  # plotly draws the first category at the bottom
     labels = [document_label(t) for t in shown]
-    counts = {"flagged": [t.flagged for t in shown], "low": [t.low_not_flagged for t in shown],
+    counts = {"flagged": [t.rejected for t in shown], "low": [t.low_not_flagged for t in shown],
               "ok": [t.runs - t.troubled for t in shown]}
     fig = go.Figure()
     for key, name, color in SEGMENTS:
@@ -33,9 +33,12 @@ def fix_first_figure(trends: Sequence[DocumentTrend], *, top: int = FIX_FIRST_TO
             name=name, y=labels, x=counts[key], orientation="h", marker_color=color,
             hovertemplate=f"%{{y}}<br>{name}: %{{x}} runs<extra></extra>",
         ))
+    # The legend sits between the title and the bars: below them, a fraction of a plot whose height
+    # follows the number of documents landed on the x-axis title when the documents were few.
     fig.update_layout(
-        title="Documents to fix first", barmode="stack", height=max(260, 60 + 28 * len(shown)),
-        margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2),
+        title=dict(text="Documents to fix first", y=1, yref="container", yanchor="top", pad=dict(t=8)),
+        barmode="stack", height=max(280, 110 + 28 * len(shown)),
+        margin=dict(l=10, r=10, t=80, b=10), legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
         xaxis=dict(title="runs that retrieved or cited the document", rangemode="tozero"),
         yaxis=dict(title="document", type="category"),
     )
@@ -57,8 +60,10 @@ def document_trend_figure(trend: DocumentTrend) -> go.Figure:
         line=dict(color=CONFIDENCE_COLOR), hovertemplate="week of %{x|%Y-%m-%d}: %{y:.3f}<extra></extra>",
     ))
     fig.update_layout(
-        title=f"{document_label(trend)}: confidence per week", height=340, margin=dict(l=10, r=10, t=40, b=10),
-        legend=dict(orientation="h", y=-0.25),
+        title=dict(text=f"{document_label(trend)}: confidence per week", y=1, yref="container", yanchor="top",
+                   pad=dict(t=8)),
+        height=360, margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),  # above the plot, clear of the axis title
         xaxis=_week_axis(weeks),
         yaxis=dict(title="mean final confidence", range=[0, 1.05]),
         # tickmode "auto": synced to the left axis, run counts got ticks like 5.81

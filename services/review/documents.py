@@ -5,13 +5,16 @@ final answer cited it; a run counts once per document however many of its chunks
 up. Documents are keyed by collection and external id: the corpus's for the workbench's
 own runs, the source system's document id (or, lacking one, its source) for imported
 runs. "Troubled" runs are
-the ones a team should look at: flagged by a reviewer, or answered with LOW or VERY LOW
-confidence. The fix-first order puts the documents with the most troubled runs on top,
+the ones a team should look at: flagged or corrected by a reviewer, or answered with LOW or
+VERY LOW confidence and not approved (a reviewer who approved a low-confidence answer found
+nothing to fix). The fix-first order puts the documents with the most troubled runs on top,
 then the larger troubled share, then the busier document.
 
-An imported context that names neither a document id nor a source becomes a hit called
-"context <rank>" with a negative document id (services/intake/context_scores.py); it is
-no document anyone could fix, so it is left out here.
+An imported context whose document id names no document of the corpus has a negative
+document id (services/intake/context_scores.py): it is listed under OUTSIDE_CORPUS and the
+run's source ("outside the corpus (import)"), not under the run's collection, which does
+not hold it. One that names neither a document id nor a source becomes a hit called
+"context <rank>"; it is no document anyone could fix, so it is left out here.
 
 Everything is aggregated in SQL, one statement per question, so a page never loads runs
 to count them.
@@ -30,6 +33,13 @@ from services.domain import ANONYMOUS_CONTEXT
 from services.errors import InputError
 
 LOW_LEVELS = ("LOW", "VERY LOW")
+OUTSIDE_CORPUS = "outside the corpus"
+REJECTED = ("flagged", "corrected")  # a reviewer's verdict that the answer was wrong
+
+
+def outside_corpus(source: str) -> str:
+    """The collection name documents from outside the corpus are listed under, by the runs' source."""
+    return f"{OUTSIDE_CORPUS} ({source})"
 
 
 @dataclass(frozen=True)
@@ -59,14 +69,14 @@ class DocumentTrend:
     pending: int
     auto_accepted: int
     low_confidence: int  # runs answered with LOW or VERY LOW confidence (any status)
-    troubled: int  # runs flagged or low-confidence (a run that is both counts once)
+    troubled: int  # runs flagged or corrected, or low-confidence and not approved (each run once)
     weeks: tuple[WeekPoint, ...]
 
     def __post_init__(self) -> None:
         statuses = self.approved + self.flagged + self.corrected + self.pending + self.auto_accepted
         if not 0 < max(self.retrieved, self.cited) <= self.runs or statuses != self.runs:
             raise ValueError(f"inconsistent counts for document {self.external_id!r}")
-        if not max(self.flagged, self.low_confidence) <= self.troubled <= self.runs:
+        if not self.rejected <= self.troubled <= min(self.runs, self.rejected + self.low_confidence):
             raise ValueError(f"inconsistent troubled count for document {self.external_id!r}")
 
     @property
@@ -74,9 +84,14 @@ class DocumentTrend:
         return self.troubled / self.runs
 
     @property
+    def rejected(self) -> int:
+        """Runs a reviewer flagged or corrected: the first segment of the fix-first bars."""
+        return self.flagged + self.corrected
+
+    @property
     def low_not_flagged(self) -> int:
-        """Low-confidence runs no reviewer flagged: the second segment of the fix-first bars."""
-        return self.troubled - self.flagged
+        """Low-confidence runs not yet reviewed either way: the second segment of the fix-first bars."""
+        return self.troubled - self.rejected
 
 
 @dataclass(frozen=True)
@@ -108,22 +123,28 @@ WITH scoped AS (
 # A hit that stands for a document: not an imported context that named none.
 _NAMED_HIT = """
 NOT (COALESCE(CAST(h ->> 'document_id' AS bigint), 0) < 0 AND h ->> 'external_id' = :anonymous || (h ->> 'rank'))"""
+# Where a hit's document is listed: its run's collection, or outside the corpus by the run's source.
+_HIT_COLLECTION = """
+CASE WHEN COALESCE(CAST(h ->> 'document_id' AS bigint), 0) < 0 THEN :outside || ' (' || s.source || ')'
+     ELSE s.collection END"""
 
 _TRENDS = text(_SCOPED + """,
 appearances AS (  -- one row per (run, document)
-    SELECT s.collection, d.external_id, s.status, s.final_confidence, s.created_at,
-           s.status = 'flagged' OR s.final_level = ANY(CAST(:low_levels AS text[])) AS troubled,
+    SELECT d.collection, d.external_id, s.status, s.final_confidence, s.created_at,
+           s.status = ANY(CAST(:rejected AS text[]))
+           OR (s.final_level = ANY(CAST(:low_levels AS text[])) AND s.status <> 'approved') AS troubled,
            s.final_level = ANY(CAST(:low_levels AS text[])) AS low,
            bool_or(d.retrieved) AS retrieved, bool_or(d.cited) AS cited, max(d.title) AS title
     FROM scoped s
     CROSS JOIN LATERAL (
-        SELECT h ->> 'external_id', NULLIF(h ->> 'title', ''), true, false FROM jsonb_array_elements(s.hits) h
+        SELECT""" + _HIT_COLLECTION + """, h ->> 'external_id', NULLIF(h ->> 'title', ''), true, false
+        FROM jsonb_array_elements(s.hits) h
         WHERE""" + _NAMED_HIT + """
         UNION ALL
-        SELECT c ->> 'external_id', NULL, false, true FROM jsonb_array_elements(s.citations) c
-    ) AS d(external_id, title, retrieved, cited)
+        SELECT s.collection, c ->> 'external_id', NULL, false, true FROM jsonb_array_elements(s.citations) c
+    ) AS d(collection, external_id, title, retrieved, cited)
     WHERE d.external_id <> ''
-    GROUP BY s.id, s.collection, s.status, s.final_confidence, s.final_level, s.created_at, d.external_id
+    GROUP BY s.id, d.collection, s.status, s.final_confidence, s.final_level, s.created_at, d.external_id
 ), totals AS (
     SELECT collection, external_id, COALESCE(max(title), '') AS title, count(*) AS runs,
            count(*) FILTER (WHERE retrieved) AS retrieved, count(*) FILTER (WHERE cited) AS cited,
@@ -168,7 +189,8 @@ def document_trends(*, collection: str | None = None, since: datetime | None = N
         raise InputError("limit must be at least 1 (or None for every document)")
     rows = session.execute(_TRENDS, {
         "collection": collection, "since": since, "until": until, "min_runs": min_runs, "limit": limit,
-        "low_levels": list(LOW_LEVELS), "anonymous": ANONYMOUS_CONTEXT,
+        "low_levels": list(LOW_LEVELS), "anonymous": ANONYMOUS_CONTEXT, "rejected": list(REJECTED),
+        "outside": OUTSIDE_CORPUS,
     }).mappings()
     return [_trend(row) for row in rows]
 
@@ -186,10 +208,13 @@ SELECT s.id AS run_id, s.query, s.source, s.status, s.final_confidence, s.final_
 FROM scoped s
 CROSS JOIN LATERAL (
     SELECT count(*) > 0 AS retrieved, min(CAST(h ->> 'rank' AS integer)) AS best_rank
-    FROM jsonb_array_elements(s.hits) h WHERE h ->> 'external_id' = :external_id AND""" + _NAMED_HIT + """
+    FROM jsonb_array_elements(s.hits) h
+    WHERE h ->> 'external_id' = :external_id AND""" + _HIT_COLLECTION + """ = :document_collection
+      AND""" + _NAMED_HIT + """
 ) hit
 CROSS JOIN LATERAL (
-    SELECT EXISTS (SELECT 1 FROM jsonb_array_elements(s.citations) c WHERE c ->> 'external_id' = :external_id) AS cited
+    SELECT s.collection = :document_collection
+           AND EXISTS (SELECT 1 FROM jsonb_array_elements(s.citations) c WHERE c ->> 'external_id' = :external_id) AS cited
 ) cite
 WHERE hit.retrieved OR cite.cited
 ORDER BY s.created_at DESC, s.id DESC
@@ -199,11 +224,12 @@ LIMIT :limit
 
 def document_runs(external_id: str, *, collection: str, since: datetime | None = None,
                   until: datetime | None = None, limit: int = 200, session: Session) -> list[DocumentRun]:
-    """The runs (newest first) whose best iteration retrieved the document or whose answer cited it."""
+    """The runs (newest first) whose best iteration retrieved the document or whose answer cited it;
+    `collection` as document_trends lists it (a run's collection, or outside_corpus(source))."""
     if limit < 1:
         raise InputError("limit must be at least 1")
     rows = session.execute(_DOCUMENT_RUNS, {
-        "external_id": external_id, "collection": collection, "since": since, "until": until, "limit": limit,
-        "anonymous": ANONYMOUS_CONTEXT,
+        "external_id": external_id, "collection": None, "document_collection": collection, "since": since,
+        "until": until, "limit": limit, "anonymous": ANONYMOUS_CONTEXT, "outside": OUTSIDE_CORPUS,
     }).mappings()
     return [DocumentRun(**row) for row in rows]

@@ -61,7 +61,8 @@ def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-un
 
     bars, trend = _charts(page)
     assert bars["layout"]["title"]["text"] == "Documents to fix first"
-    assert [t["name"] for t in bars["data"]] == ["Flagged by a reviewer", "Low confidence, not flagged", "Neither"]
+    assert [t["name"] for t in bars["data"]] == ["Flagged or corrected by a reviewer", "Low confidence, not approved",
+                                                 "Neither"]
     assert bars["data"][0]["y"] == ["faq.md", "manual.md"] and bars["data"][0]["x"] == [0, 1]
     assert trend["layout"]["title"]["text"] == "manual.md: confidence per week"  # the first document is selected
 
@@ -73,8 +74,32 @@ def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-un
     assert not page.exception
     assert _charts(page)[1]["layout"]["title"]["text"] == "faq.md: confidence per week"
     assert frame_by_first_column(page, "run id")["run id"].tolist() == [three_runs["fine"], three_runs["low"]]
-    assert {m.label: m.value for m in page.metric} == {"Runs": "2", "Mean confidence": "0.550", "Flagged": "0",
-                                                       "Low confidence": "1"}
+    assert {m.label: m.value for m in page.metric} == {"Runs": "2", "Mean confidence": "0.550",
+                                                       "Flagged or corrected": "0", "Low confidence": "1"}
+
+
+def test_an_approved_low_run_is_no_trouble_and_a_correction_is(clean_db):  # type: ignore[no-untyped-def]
+    """The issue's case: one document, one low-confidence run a reviewer approved and one run a
+    reviewer corrected. Only the correction is trouble: 50%, not 100% (nor 0%)."""
+    approved = store(make_run("How to remaster?", hits=("manual.md",), confidence=0.2, level="LOW",
+                              status="approved"), at(6))
+    corrected = store(make_run("Why does J2 drift?", hits=("manual.md",), confidence=0.9, level="HIGH",
+                               status="corrected"), at(7))
+    page = _open(AppTest.from_file(APP, default_timeout=60))
+    (manual,) = frame_by_first_column(page, "document").to_dict("records")
+    assert (manual["runs"], manual["approved"], manual["corrected"], manual["low confidence"]) == (2, 1, 1, 1)
+    assert manual["troubled share"] == 0.5
+    bars = _charts(page)[0]
+    assert [t["x"] for t in bars["data"]] == [[1], [0], [1]]  # corrected; low and not approved: none; the rest
+    assert {m.label: m.value for m in page.metric}["Flagged or corrected"] == "1"
+    assert set(frame_by_first_column(page, "run id")["run id"]) == {approved, corrected}
+
+
+def test_the_legends_sit_above_the_plots_clear_of_the_axis_titles(three_runs):  # type: ignore[no-untyped-def]
+    for figure in _charts(_open(AppTest.from_file(APP, default_timeout=60))):
+        legend = figure["layout"]["legend"]
+        assert legend["y"] >= 1 and legend["yanchor"] == "bottom", legend  # the x-axis title is below the plot
+        assert figure["layout"]["margin"]["t"] >= 70  # room for the title and the legend above the plot
 
 
 def test_filters_narrow_the_documents(three_runs):  # type: ignore[no-untyped-def]

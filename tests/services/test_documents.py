@@ -3,6 +3,7 @@ confidences, statuses and weeks; the fix-first order; the drill-down; the chart 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
@@ -15,7 +16,7 @@ from services.answering.runs import Iteration, Run, save_run
 from services.charts.documents import SEGMENTS, document_trend_figure, fix_first_figure
 from services.domain import Hit, RetrievalResult
 from services.errors import InputError
-from services.review.documents import DocumentTrend, WeekPoint, document_runs, document_trends
+from services.review.documents import DocumentTrend, WeekPoint, document_runs, document_trends, outside_corpus
 from services.store import transaction
 
 WEEK_1 = date(2025, 5, 5)  # a Monday
@@ -139,6 +140,37 @@ def test_no_runs_no_documents(clean_db):  # type: ignore[no-untyped-def]
     assert trends() == []
 
 
+def _outside_run(query: str, status: str) -> Run:
+    """An imported run: its contexts' documents are not in the corpus (negative document ids, as intake gives)."""
+    run = make_run(query, hits=("vendor-kb-7", "context 2"), confidence=0.3, level="LOW", status=status)
+    best = run.iterations[-1]
+    hits = tuple(dataclasses.replace(h, document_id=-(i + 1)) for i, h in enumerate(best.hits))
+    best = dataclasses.replace(best, retrieval=dataclasses.replace(best.retrieval, hits=hits))
+    return dataclasses.replace(run, source="import", iterations=(best,))
+
+
+def test_documents_outside_the_corpus_are_listed_as_such_by_source_not_under_default(clean_db):  # type: ignore[no-untyped-def]
+    pending = store(_outside_run("q1", "pending"), at(6))
+    store(make_run("q2", hits=("vendor-kb-7",), confidence=0.9, level="HIGH", status="approved"), at(7))  # a corpus doc, same id
+    listed = {(t.collection, t.external_id): t for t in trends()}
+    assert set(listed) == {("outside the corpus (import)", "vendor-kb-7"), ("default", "vendor-kb-7")}  # "context 2": no document
+    assert outside_corpus("import") == "outside the corpus (import)"
+    assert (listed[("outside the corpus (import)", "vendor-kb-7")].runs, listed[("default", "vendor-kb-7")].runs) == (1, 1)
+    with transaction() as session:
+        outside = document_runs("vendor-kb-7", collection="outside the corpus (import)", session=session)
+        inside = document_runs("vendor-kb-7", collection="default", session=session)
+    assert [r.run_id for r in outside] == [pending] and [r.source for r in inside] == ["ask"]
+
+
+def test_trouble_is_a_reviewers_flag_or_correction_or_low_confidence_not_approved(clean_db):  # type: ignore[no-untyped-def]
+    for status, level in (("approved", "LOW"), ("corrected", "HIGH"), ("flagged", "MEDIUM"), ("pending", "VERY LOW"),
+                          ("approved", "HIGH")):
+        store(make_run(f"{status} {level}", hits=("doc",), confidence=0.5, level=level, status=status), at(6))
+    (doc,) = trends()
+    assert (doc.runs, doc.low_confidence, doc.flagged, doc.corrected, doc.rejected) == (5, 2, 1, 1, 2)
+    assert (doc.troubled, doc.low_not_flagged) == (3, 1)  # the approved LOW run is no trouble
+
+
 def test_bad_arguments_are_input_errors(clean_db):  # type: ignore[no-untyped-def]
     with pytest.raises(InputError, match="min_runs"):
         trends(min_runs=0)
@@ -222,7 +254,9 @@ def test_imported_runs_count_their_named_documents_not_anonymous_contexts(clean_
     found = {t.external_id: t for t in trends()}
     assert set(found) == {"srvo-062.md", "https://wiki/remaster"}
     assert (found["srvo-062.md"].runs, found["srvo-062.md"].retrieved, found["srvo-062.md"].cited) == (2, 2, 0)
+    assert {t.collection for t in found.values()} == {"outside the corpus (import)"}  # the corpus holds neither
     with transaction() as session:
-        imported = document_runs("srvo-062.md", collection="default", session=session)
-        assert document_runs("context 3", collection="default", session=session) == []
+        imported = document_runs("srvo-062.md", collection="outside the corpus (import)", session=session)
+        assert document_runs("srvo-062.md", collection="default", session=session) == []
+        assert document_runs("context 3", collection="outside the corpus (import)", session=session) == []
     assert [(r.source, r.best_rank) for r in imported] == [("import", 1), ("import", 1)]
