@@ -1,4 +1,6 @@
-"""Export: choose runs by status, verdict, reviewer, date and profile; preview; download."""
+"""Export: choose runs by status, verdict, reviewer, date and profile; preview; download. The page
+says "reviewed answers", so it starts with the reviewed runs only; each record carries the
+contexts the answer was given, so the file is a ready evaluation set."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from services.scoring.weights import DEFAULT_PROFILE
 
 ANY = "any"
 PREVIEW_ROWS = 50
-PREVIEW_COLUMNS = ("run_id", "created_at", "question", "final_answer", "final_level", "final_confidence",
+PREVIEW_COLUMNS = ("run_id", "created_at", "question", "final_answer", "contexts", "final_level", "final_confidence",
                    "calibrated_probability", "status", "verdict", "reviewer", "flag_reason", "reviewed_at",
                    "weights_profile")
 MIME_TYPES = {"csv": "text/csv", "jsonl": "application/jsonl", "parquet": "application/vnd.apache.parquet"}
@@ -54,7 +56,9 @@ def export_download(records: Sequence[dict[str, Any]], fmt: str, *, now: datetim
 
 
 def preview_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame([{c: r[c] for c in PREVIEW_COLUMNS} for r in records[:PREVIEW_ROWS]], columns=list(PREVIEW_COLUMNS))
+    """The first records, their contexts counted (the file holds them whole)."""
+    return pd.DataFrame([{c: len(r[c]) if c == "contexts" else r[c] for c in PREVIEW_COLUMNS}
+                         for r in records[:PREVIEW_ROWS]], columns=list(PREVIEW_COLUMNS))
 
 
 # --- page ------------------------------------------------------------------------------------
@@ -87,7 +91,9 @@ def main() -> None:
 
 def _render_filters() -> ExportFilters:
     c1, c2, c3 = st.columns(3)
-    statuses = c1.multiselect("Status", STATUSES, key="export.statuses", placeholder="any status")
+    statuses = c1.multiselect("Status", STATUSES, default=list(VERDICTS), key="export.statuses", placeholder="any status",
+                              help="Reviewed runs (approved, flagged, corrected) to start with; add pending or "
+                                   "auto-accepted to export runs no person has reviewed, or clear it for every run.")
     verdict = c2.selectbox("Verdict", (ANY, *VERDICTS), key="export.verdict")
     reviewer = c3.text_input("Reviewer", key="export.reviewer", placeholder="any reviewer")
     d1, d2, d3, d4 = st.columns(4)
@@ -108,7 +114,13 @@ def _render_preview(records: Sequence[dict[str, Any]]) -> None:
         return
     if len(records) > PREVIEW_ROWS:
         st.caption(f"Preview of the first {PREVIEW_ROWS} of {len(records):,} runs (oldest first); the file holds all of them.")
-    st.dataframe(preview_frame(records), hide_index=True, key="export.preview")
+    st.dataframe(preview_frame(records), hide_index=True, key="export.preview",
+                 column_config={"contexts": st.column_config.NumberColumn(
+                     help="How many contexts the answer was given; the file holds each one's text, document id and "
+                          "scores")})
+    st.caption("Each record holds the question, the contexts the answer was given (text, document id, scores), the "
+               "answer a reviewer stood behind (the correction where there is one) and the verdict: with the reviewed "
+               "runs only, an evaluation or fine-tuning set as it is.")
 
 
 def _render_download(records: Sequence[dict[str, Any]]) -> None:

@@ -1,7 +1,9 @@
 """Select stored runs and their reviews for export, as one flat record per run.
 
 One record per run, flat enough for a spreadsheet but complete: `FIELDS` gives the
-columns in order and the type of each. `services.review.export_formats` writes records
+columns in order and the type of each. With the contexts the answer was given (text,
+document id, scores), an export of reviewed runs is a ready evaluation or fine-tuning set:
+question, contexts, the answer a reviewer stood behind, and the verdict. `services.review.export_formats` writes records
 as CSV, JSONL or Parquet and reads them back.
 """
 
@@ -16,7 +18,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.domain import STATUSES
+from services.domain import ANONYMOUS_CONTEXT, STATUSES
 from services.errors import InputError
 from services.retrieval.text import require_storable
 from services.review.days import day_end, day_start
@@ -30,7 +32,7 @@ DATE_FIELDS = ("created", "reviewed")
 # nullable text field is never "" in a record (blank is None), so an empty CSV cell is None.
 FIELDS: dict[str, str] = {
     "run_id": "int", "created_at": "text", "reviewed_at": "text?",
-    "question": "text", "final_answer": "text", "original_answer": "text", "citations": "json",
+    "question": "text", "final_answer": "text", "original_answer": "text", "citations": "json", "contexts": "json",
     "confidence_components": "json", "retrieval_confidence": "float", "final_confidence": "float",
     "final_level": "text", "calibrated_probability": "float?", "weights_profile": "text", "weights_profile_id": "int?",
     "route": "json", "iterations_summary": "json", "crag_verdict": "text?", "reflection_score": "float?", "grade": "int?",
@@ -42,6 +44,7 @@ FIELDS: dict[str, str] = {
     "trace_id": "text?", "external": "json",
 }
 _CITATION_KEYS = ("marker", "chunk_id", "document_id", "external_id", "quote")
+_SCORE_KEYS = ("fused_score", "bm25_score", "dense_similarity", "rerank_score")
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ _RUNS_SQL = """
 SELECT id, query, final_answer, corrected_answer, citations, components, retrieval_confidence, final_confidence,
        final_level, weights_profile, weights_profile_id, route, crag_verdict, reflection_score, grade, status,
        reviewer, flag_reason, review_comment, review_version, preset, backend, model, collection, source,
-       created_at, reviewed_at, trace_id, external
+       created_at, reviewed_at, trace_id, external, best_iteration
 FROM runs
 WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:verdict AS text) IS NULL OR status = :verdict)
@@ -117,10 +120,13 @@ WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
        OR (CASE WHEN CAST(:by_reviewed AS boolean) THEN reviewed_at ELSE created_at END) < :until)
 ORDER BY created_at, id
 """
+# The best iteration's hits ride along with its summary row: the contexts the final answer was given.
 _ITERATIONS_SQL = """
-SELECT run_id, ordinal, query_used, decision, confidence,
-       reflection -> 'reflection_score' AS reflection_score, grade -> 'score' AS grade
-FROM run_iterations WHERE run_id = ANY(:run_ids) ORDER BY run_id, ordinal
+SELECT it.run_id, it.ordinal, it.query_used, it.decision, it.confidence,
+       it.reflection -> 'reflection_score' AS reflection_score, it.grade -> 'score' AS grade,
+       CASE WHEN it.ordinal = r.best_iteration THEN it.retrieval -> 'hits' END AS hits
+FROM run_iterations it JOIN runs r ON r.id = it.run_id
+WHERE it.run_id = ANY(:run_ids) ORDER BY it.run_id, it.ordinal
 """
 _HISTORY_SQL = """
 SELECT run_id, version, action, reviewer, previous_status, new_status, flag_reason, corrected_answer, comment, created_at
@@ -173,6 +179,7 @@ def _record(r: Any, iterations: list[Any], history: list[Any], calibrated: float
         "final_answer": r.corrected_answer if r.corrected_answer is not None else r.final_answer,
         "original_answer": r.final_answer,
         "citations": [{k: c.get(k) for k in _CITATION_KEYS} for c in r.citations],
+        "contexts": _contexts(next((i.hits for i in iterations if i.hits is not None), [])),
         "confidence_components": dict(zip(COMPONENTS, r.components)),
         "retrieval_confidence": r.retrieval_confidence, "final_confidence": r.final_confidence,
         "final_level": r.final_level, "calibrated_probability": calibrated,
@@ -194,3 +201,16 @@ def _record(r: Any, iterations: list[Any], history: list[Any], calibrated: float
         "preset": r.preset, "backend": r.backend, "model": r.model, "collection": r.collection, "source": r.source,
         "trace_id": r.trace_id, "external": r.external,
     }
+
+
+def _contexts(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best iteration's hits in rank order: text, the document as its owner names it (None for
+    an imported context that named none), and the scores that ranked it."""
+    return [{"rank": h.get("rank"), "document_id": _document_name(h), "title": h.get("title") or None,
+             "text": h.get("text"), "scores": {k: h.get(k) for k in _SCORE_KEYS}} for h in hits]
+
+
+def _document_name(hit: dict[str, Any]) -> str | None:
+    external_id = hit.get("external_id") or None
+    anonymous = (hit.get("document_id") or 0) < 0 and external_id == f"{ANONYMOUS_CONTEXT}{hit.get('rank')}"
+    return None if anonymous else external_id

@@ -25,6 +25,8 @@ from services.errors import InputError
 from services.review.export import FIELDS
 
 FORMATS = ("csv", "jsonl", "parquet")
+# Columns added after exports were first written: a file without one reads as if it were empty.
+ADDED_COLUMNS: dict[str, object] = {"contexts": []}
 
 
 def check_format(fmt: str) -> str:
@@ -183,17 +185,22 @@ def read_export(source: Path | str | bytes, fmt: str) -> list[dict[str, Any]]:
             table = pq.read_table(pa.BufferReader(data))
             _require_columns(table.column_names)
             cells = table.to_pylist()
-        return [{name: _from_cell(kind, row[name]) for name, kind in FIELDS.items()} for row in cells]
+        return [{name: _from_cell(kind, row[name]) if name in row else _added(name) for name, kind in FIELDS.items()}
+                for row in cells]
     except (ValueError, pa.ArrowException) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise InputError(f"not a readable {fmt} export: {exc}") from exc
 
 
+def _added(name: str) -> Any:
+    return json.loads(json.dumps(ADDED_COLUMNS[name]))  # a fresh copy: records must not share a list
+
+
 def _require_columns(columns: Sequence[str]) -> None:
-    missing = [name for name in FIELDS if name not in columns]
+    missing = [name for name in FIELDS if name not in columns and name not in ADDED_COLUMNS]
     if missing:
         raise InputError(f"not a workbench export: missing columns {', '.join(missing)}")
 
 
 def _ordered(row: dict[str, Any]) -> dict[str, Any]:
     _require_columns(list(row))
-    return {name: row[name] for name in FIELDS}
+    return {name: row[name] if name in row else _added(name) for name in FIELDS}

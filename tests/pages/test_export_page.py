@@ -56,11 +56,25 @@ def test_the_page_is_in_the_navigation(reviewed):
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.switch_page("app_pages/export.py").run()
     assert not at.exception and at.title[0].value == "Export reviewed answers"
-    assert preview_count(at) == 3
+    assert preview_count(at) == 2  # the reviewed runs: the pending one is not offered unless asked for
+
+
+def test_reviewed_runs_only_by_default_and_each_record_holds_its_contexts(reviewed):
+    at = open_export()
+    assert at.multiselect(key="export.statuses").value == ["approved", "flagged", "corrected"]
+    assert preview_ids(at) == [reviewed["approved"], reviewed["flagged"]]  # not the pending one
+    assert "Download 2 runs as csv" == at.get("download_button")[0].label
+    records = export_records(ExportFilters(statuses=("approved", "flagged", "corrected")))
+    assert all(r["contexts"] and all(c["text"] and c["document_id"] for c in r["contexts"]) for r in records)
+    frame = next(d.value for d in at.dataframe if "run_id" in d.value.columns)
+    assert frame["contexts"].tolist() == [len(r["contexts"]) for r in records]
+    for fmt in FORMATS:  # the contexts survive every format
+        assert [r["contexts"] for r in read_export(export_bytes(records, fmt), fmt)] == [r["contexts"] for r in records]
 
 
 def test_preview_matches_export_records_for_the_chosen_filters(reviewed):
     at = open_export()
+    at.multiselect(key="export.statuses").set_value([]).run()  # every status
     assert preview_count(at) == len(export_records()) == 3
     assert preview_ids(at) == [r["run_id"] for r in export_records()]
 
@@ -126,7 +140,9 @@ def test_the_page_helper_builds_exactly_export_bytes(reviewed):
 
 
 def test_calibrated_probability_is_included_once_there_is_a_calibrator(demo_runs):  # noqa: F811
-    at = open_export()
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["export.statuses"] = []  # every status: the three demo runs are all pending
+    at.run()
     frame = next(d.value for d in at.dataframe if "run_id" in d.value.columns)
     assert frame["calibrated_probability"].isna().all()
     assert any("calibrated_probability is empty" in c.value for c in at.caption)

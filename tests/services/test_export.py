@@ -173,6 +173,47 @@ def test_record_has_every_field_and_corrected_answer_replaces_final(reviewed, pr
     assert all(isinstance(datetime.fromisoformat(h["created_at"]), datetime) for h in history)
 
 
+def test_contexts_are_the_best_iterations_hits_with_text_document_and_scores(reviewed) -> None:  # type: ignore[no-untyped-def]
+    (record,) = export_records(ExportFilters(verdict="corrected"))
+    assert record["contexts"] == [{  # iteration 1 is the best: its hit, not iteration 0's
+        "rank": 1, "document_id": "pump-guide.md", "title": "Pump maintenance",
+        "text": "The centrifugal pump needs its seals inspected every month.",
+        "scores": {"fused_score": 0.0328, "bm25_score": 7.41, "dense_similarity": 0.71, "rerank_score": None}}]
+    with transaction() as session:  # an imported context that named no document has none in the export
+        run = make_run("imported")
+        best = run.iterations[-1]
+        hit = replace(best.hits[0], document_id=-1, external_id="context 1", title="")
+        best = replace(best, retrieval=replace(best.retrieval, hits=(hit,)))
+        run_id = save_run(replace(run, source="import", iterations=(*run.iterations[:-1], best)), session=session)
+    (imported,) = [r for r in export_records() if r["run_id"] == run_id]
+    assert [(c["document_id"], c["title"]) for c in imported["contexts"]] == [(None, None)]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_export_written_before_contexts_reads_with_no_contexts(reviewed, fmt) -> None:  # type: ignore[no-untyped-def]
+    records = export_records()
+    older = [{k: v for k, v in r.items() if k != "contexts"} for r in records]
+    if fmt == "jsonl":
+        data = "".join(json.dumps(r) + "\n" for r in older).encode()
+    else:
+        data = export_bytes(records, fmt)
+        if fmt == "csv":
+            rows = list(csv.reader(io.StringIO(data.decode())))
+            drop = rows[0].index("contexts")
+            buffer = io.StringIO()
+            csv.writer(buffer).writerows([row[:drop] + row[drop + 1:] for row in rows])
+            data = buffer.getvalue().encode()
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(pa.BufferReader(data)).drop_columns(["contexts"])
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink)
+            data = sink.getvalue().to_pybytes()
+    assert [r["contexts"] for r in read_export(data, fmt)] == [[] for _ in records]
+
+
 def test_unreviewed_run_has_none_review_fields_and_blank_comment_is_none(reviewed) -> None:  # type: ignore[no-untyped-def]
     records = {r["run_id"]: r for r in export_records()}
     pending = records[reviewed["pending"]]
