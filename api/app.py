@@ -7,10 +7,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from swagger_ui_bundle import swagger_ui_path
 
 from api.errors import http_error, validation_failed, workbench_error
 from api.limits import BodySizeLimit
@@ -23,6 +27,7 @@ from services.settings import Settings, get_settings
 from services.store import get_engine
 
 _log = logging.getLogger("workbench.api")
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's files, served from the swagger-ui-bundle-v2 wheel
 
 DESCRIPTION = """
 Push the answers your own RAG system gives, and follow each one through the workbench:
@@ -57,6 +62,7 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     background worker assesses pushed runs (api/worker.py)."""
     app = FastAPI(
         title="RAG Confidence Workbench API", version="1", description=DESCRIPTION, lifespan=_lifespan,
+        docs_url=None, redoc_url=None,  # FastAPI's own load Swagger UI and ReDoc from a CDN: _serve_docs instead
         openapi_tags=[{"name": "runs", "description": "Runs from your RAG system: push them, follow them."},
                       {"name": "service", "description": "Liveness and readiness."}],
     )
@@ -69,7 +75,27 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_failed)
     app.add_exception_handler(HTTPException, http_error)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    _serve_docs(app)
     return app
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """/docs with Swagger UI's script and styles served by the API itself (FastAPI's documented
+    self-hosting), so the page works inside a network that cannot reach a CDN."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    redirect = "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - docs", oauth2_redirect_url=f"{root}{redirect}",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon-32x32.png")
+
+    @app.get(redirect, include_in_schema=False)
+    async def oauth2_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
 
 
 def create_app_from_env() -> FastAPI:
