@@ -73,12 +73,14 @@ def _render_why(run: Run, breakdown: ConfidenceBreakdown | None) -> None:
     items = why_items(run, breakdown)
     with st.container(border=True):
         st.markdown("**Why this score**")
+        # Label over value at text size: st.metric's large figures cut "ambiguous" or "0.36 (VERY LOW)" short.
         for column, item in zip(st.columns(len(items)), items):
-            column.metric(item.label, item.value, help=item.detail or None)
+            column.caption(item.label, help=as_plain(item.detail) if item.detail else None)
+            column.markdown(f"**{as_plain(item.value)}**")
         st.caption(as_plain(blend_sentence(run, breakdown)))
         for item in items:
             if item.detail:
-                st.text(f"{item.label}: {item.detail}")
+                st.caption(as_plain(f"{item.label}: {item.detail}"))
         assessment = run.config.get("assessment") or {}
         for name, why in (assessment.get("not_computed") or {}).items():
             st.text(f"Not computed: {name}: {why}")
