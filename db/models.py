@@ -353,14 +353,17 @@ class OtlpTrace(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     intake_id: Mapped[int | None] = mapped_column(ForeignKey("run_intake.id", ondelete="SET NULL"), nullable=True)
     closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Kept when the trace is closed and its span rows deleted (migration 0012).
+    spans: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    late_spans: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    span_ids: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list, server_default=text("'{}'"))
 
 
 class OtlpSpan(Base):
-    """A span of a trace; its facts (what the assembly reads) emptied once the trace is closed."""
+    """A span of an open trace; deleted once the trace is closed (its count and id kept on the trace)."""
 
     __tablename__ = "otlp_spans"
     trace_id: Mapped[str] = mapped_column(ForeignKey("otlp_traces.trace_id", ondelete="CASCADE"), primary_key=True)
     span_id: Mapped[str] = mapped_column(Text, primary_key=True)
     parent_span_id: Mapped[str | None] = mapped_column(Text, nullable=True)
-    late: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     facts: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)

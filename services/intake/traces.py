@@ -4,7 +4,9 @@ into an intake record (source 'otlp') that the assessment turns into a reviewabl
 A trace is ready when its root span (the one without a parent) has arrived and no span
 of it has arrived for `settle_seconds`, or, rootless, when none has for `quiet_seconds`.
 otlp_traces remembers every trace id: spans of a trace already assembled, dropped or
-refused are counted as late (or ignored, when sent before) and never make a second run.
+refused are counted as late (or as repeats, when sent before) and never make a second run.
+Span rows live only while their trace is open: closing a trace deletes them and keeps their
+number and ids on the trace row, which is all a later span of it is checked against.
 Functions take `*, session` and do not commit: an export's spans land together or not at all.
 """
 
@@ -50,8 +52,8 @@ class StoredExport:
 
 
 # One statement per export: the traces upserted (the row lock orders exports of one trace),
-# then the spans new to the store, each under its trace's state. A span of a closed trace is
-# kept as an id only, marked late. The parent rows come from the same statement: the foreign
+# then the spans new to the store of the traces still open; each trace's state and how many
+# of its spans were kept come back. The parent rows come from the same statement: the foreign
 # key is checked at its end.
 _STORE = text("""
 WITH traces AS (
@@ -61,14 +63,30 @@ WITH traces AS (
     ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
         service_name = COALESCE(t.service_name, EXCLUDED.service_name)
     RETURNING trace_id, state
+), kept AS (
+    INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts)
+    SELECT s.trace_id, s.span_id, s.parent, s.facts
+    FROM unnest(CAST(:span_traces AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
+                CAST(:facts AS jsonb[])) AS s(trace_id, span_id, parent, facts)
+    JOIN traces ON traces.trace_id = s.trace_id AND traces.state = 'open'
+    ON CONFLICT DO NOTHING
+    RETURNING trace_id
 )
-INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts, late)
-SELECT s.trace_id, s.span_id, s.parent, CASE WHEN traces.state = 'open' THEN s.facts END, traces.state <> 'open'
-FROM unnest(CAST(:span_traces AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
-            CAST(:facts AS jsonb[])) AS s(trace_id, span_id, parent, facts)
-JOIN traces ON traces.trace_id = s.trace_id
-ON CONFLICT DO NOTHING
-RETURNING late
+SELECT traces.trace_id, traces.state, count(kept.trace_id) AS kept
+FROM traces LEFT JOIN kept ON kept.trace_id = traces.trace_id
+GROUP BY traces.trace_id, traces.state
+""")
+# Spans of closed traces (rows already locked by _STORE): those whose id the trace has not
+# seen are late, counted and their ids added; the others are repeats.
+_COUNT_LATE = text("""
+UPDATE otlp_traces t SET late_spans = t.late_spans + n.late, span_ids = t.span_ids || n.ids
+FROM (SELECT s.trace_id, count(*) AS late, array_agg(s.span_id) AS ids
+      FROM (SELECT DISTINCT trace_id, span_id
+            FROM unnest(CAST(:trace_ids AS text[]), CAST(:span_ids AS text[])) AS u(trace_id, span_id)) s
+      JOIN otlp_traces o ON o.trace_id = s.trace_id AND NOT s.span_id = ANY(o.span_ids)
+      GROUP BY s.trace_id) n
+WHERE t.trace_id = n.trace_id
+RETURNING n.late
 """)
 _REFUSE_TRACES = text("""
 INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, state, reason, closed_at)
@@ -78,7 +96,13 @@ ON CONFLICT (trace_id) DO UPDATE SET state = 'refused', reason = EXCLUDED.reason
     last_received_at = now()
 WHERE t.state = 'open'
 """)
-_EMPTY_SPANS = text("UPDATE otlp_spans SET facts = NULL WHERE trace_id = ANY(:trace_ids) AND facts IS NOT NULL")
+# Closing a trace: its span rows go, their number and ids stay on the trace row.
+_RETIRE_SPANS = text("""
+WITH gone AS (DELETE FROM otlp_spans WHERE trace_id = ANY(:trace_ids) RETURNING trace_id, span_id)
+UPDATE otlp_traces t SET spans = g.spans, span_ids = g.span_ids
+FROM (SELECT trace_id, count(*) AS spans, array_agg(span_id) AS span_ids FROM gone GROUP BY trace_id) g
+WHERE t.trace_id = g.trace_id
+""")
 
 
 def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges: bool = True,
@@ -103,14 +127,21 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
     if not keep:
         return StoredExport(0, 0, 0, refused)
     rows = [s for members in keep.values() for s in members]
-    late = [row.late for row in session.execute(_STORE, {
+    states = session.execute(_STORE, {
         "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
         "api_key_id": api_key_id, "judges": judges,
         "span_traces": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
         "parents": [s.parent_span_id for s in rows], "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) for s in rows],
-    })]
-    new_late = sum(late)
-    return StoredExport(len(late) - new_late, len(rows) - len(late), new_late, refused)
+    }).all()
+    accepted = sum(row.kept for row in states)
+    closed = [s for row in states if row.state != "open" for s in keep[row.trace_id]]
+    late = _count_late(closed, session=session) if closed else 0
+    return StoredExport(accepted, len(rows) - accepted - late, late, refused)
+
+
+def _count_late(spans: list[Span], *, session: Session) -> int:
+    return sum(session.execute(_COUNT_LATE, {"trace_ids": [s.trace_id for s in spans],
+                                             "span_ids": [s.span_id for s in spans]}).scalars())
 
 
 def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api_key_id: int | None,
@@ -119,7 +150,7 @@ def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api
     ids = sorted(reasons)
     session.execute(_REFUSE_TRACES, {"trace_ids": ids, "services": [by_trace[t][0].service_name for t in ids],
                                      "reasons": [reasons[t] for t in ids], "api_key_id": api_key_id})
-    session.execute(_EMPTY_SPANS, {"trace_ids": ids})
+    session.execute(_RETIRE_SPANS, {"trace_ids": ids})  # spans kept before, of a trace refused now
 
 
 # --- assembly --------------------------------------------------------------------------------
@@ -177,7 +208,7 @@ def assemble_ready_traces(*, settle_seconds: float, quiet_seconds: float, limit:
     ids = list(closed)
     session.execute(_CLOSE, {"trace_ids": ids, "states": [closed[t][0] for t in ids],
                              "reasons": [closed[t][1] for t in ids], "intake_ids": [closed[t][2] for t in ids]})
-    session.execute(_EMPTY_SPANS, {"trace_ids": ids})
+    session.execute(_RETIRE_SPANS, {"trace_ids": ids})
     dropped = sum(1 for c in closed.values() if c[0] == "dropped")
     return AssemblySummary(len(closed) - dropped, dropped)
 
@@ -192,48 +223,3 @@ def assemble_traces(*, settings: Settings, batch: int = 200) -> AssemblySummary:
         assembled, dropped = assembled + done.assembled, dropped + done.dropped
         if done.assembled + done.dropped < batch:
             return AssemblySummary(assembled, dropped)
-
-
-# --- what the Import runs page shows ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class TraceCounts:
-    open: int  # waiting for the root span or the quiet period
-    assembled: int
-    dropped: int
-    refused: int
-    late_spans: int
-
-
-@dataclass(frozen=True)
-class DroppedTrace:
-    trace_id: str
-    service_name: str | None
-    state: str  # dropped or refused
-    reason: str
-    spans: int
-    closed_at: object
-
-
-_TRACE_COUNTS = text("""
-SELECT count(*) FILTER (WHERE state = 'open') AS open, count(*) FILTER (WHERE state = 'assembled') AS assembled,
-       count(*) FILTER (WHERE state = 'dropped') AS dropped, count(*) FILTER (WHERE state = 'refused') AS refused,
-       (SELECT count(*) FROM otlp_spans WHERE late) AS late_spans
-FROM otlp_traces
-""")
-_DROPPED = text("""
-SELECT t.trace_id, t.service_name, t.state, COALESCE(t.reason, '') AS reason,
-       (SELECT count(*) FROM otlp_spans s WHERE s.trace_id = t.trace_id AND NOT s.late) AS spans, t.closed_at
-FROM otlp_traces t
-WHERE t.state IN ('dropped', 'refused') ORDER BY t.closed_at DESC NULLS LAST LIMIT :limit
-""")
-
-
-def trace_counts(*, session: Session) -> TraceCounts:
-    row = session.execute(_TRACE_COUNTS).mappings().one()
-    return TraceCounts(**{k: int(v) for k, v in row.items()})
-
-
-def dropped_traces(*, limit: int = 50, session: Session) -> list[DroppedTrace]:
-    """The newest traces that became no run, each with the reason."""
-    return [DroppedTrace(**row) for row in session.execute(_DROPPED, {"limit": limit}).mappings()]

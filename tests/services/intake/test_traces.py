@@ -12,7 +12,8 @@ from sqlalchemy import text
 from services.intake.otlp import Span, decode_export
 from services.intake.span_facts import SpanRefusedError, span_facts
 from services.intake.trace_runs import TraceSpan, assemble_trace
-from services.intake.traces import assemble_ready_traces, dropped_traces, store_spans, trace_counts
+from services.intake.trace_status import dropped_traces, trace_counts
+from services.intake.traces import assemble_ready_traces, store_spans
 from services.store import transaction
 from tests._otlp import ANSWER, DOCS, QUESTION, protobuf_body, rag_trace, trace_id_of
 
@@ -67,11 +68,13 @@ def test_a_trace_split_over_three_exports_out_of_order_and_sent_twice_yields_one
     late_span = [s for s in late if s.name == "llm"][0]
     late_span._context = late_span.context.__class__(root.context.trace_id, late_span.context.span_id, False)  # type: ignore[attr-defined]
     assert store([late_span], settings).late == 1
-    assert rows("SELECT t.state, count(*) FILTER (WHERE NOT s.late), count(*) FILTER (WHERE s.late) "
-                "FROM otlp_traces t JOIN otlp_spans s USING (trace_id) GROUP BY t.state", settings) == [("assembled", 3, 1)]
+    again = store([late_span], settings)  # and sent again: a repeat, not a second late span
+    assert (again.accepted, again.duplicates, again.late) == (0, 1, 0)
+    assert rows("SELECT state, spans, late_spans, cardinality(span_ids) FROM otlp_traces", settings) == [
+        ("assembled", 3, 1, 4)]
     with transaction(settings) as session:
         assert trace_counts(session=session).late_spans == 1
-    assert rows("SELECT count(*) FROM otlp_spans WHERE facts IS NOT NULL", settings) == [(0,)]  # emptied once closed
+    assert rows("SELECT count(*) FROM otlp_spans", settings) == [(0,)]  # no span rows once the trace is closed
 
 
 def test_a_rootless_trace_is_assembled_after_the_quiet_period(clean_db, settings):  # type: ignore[no-untyped-def]
@@ -98,6 +101,7 @@ def test_a_trace_with_too_many_documents_is_refused_whole_and_never_assembled(cl
         counts = trace_counts(session=session)
         [shown] = dropped_traces(session=session)
     assert (counts.refused, counts.assembled) == (1, 0) and shown.state == "refused" and "1,000" in shown.reason
+    assert shown.spans == 1 and rows("SELECT count(*) FROM otlp_spans", settings) == [(0,)]  # the span kept before: counted, gone
 
 
 def test_a_trace_with_no_question_is_dropped_with_the_reason(clean_db, settings):  # type: ignore[no-untyped-def]
@@ -108,6 +112,7 @@ def test_a_trace_with_no_question_is_dropped_with_the_reason(clean_db, settings)
         [dropped] = dropped_traces(session=session)
         assert trace_counts(session=session).dropped == 1
     assert dropped.reason.startswith("not a RAG trace: no question or answer found in its 1 spans")
+    assert dropped.spans == 1 and rows("SELECT count(*) FROM otlp_spans", settings) == [(0,)]
 
 
 def _span(attributes: dict, name: str = "s", parent: str | None = None, span_id: str = "a" * 16) -> Span:  # type: ignore[type-arg]
@@ -200,3 +205,20 @@ def test_workbench_intake_process_assembles_ready_traces_before_it_assesses(clea
     assert result.exit_code == 0, result.output
     assert "traces: 1 became queued runs, 1 dropped" in result.stderr
     assert rows("SELECT source, status FROM run_intake", settings) == [("otlp", "assessed")]
+
+
+def test_span_rows_last_only_while_their_trace_is_open(clean_db, settings):  # type: ignore[no-untyped-def]
+    whole = [rag_trace() for _ in range(5)]
+    for spans in whole:
+        store(spans, settings)
+    rootless = [s for s in rag_trace() if s.name == "retrieve"]  # open until the quiet period
+    store(rootless, settings)
+    assert rows("SELECT count(*) FROM otlp_spans", settings) == [(16,)]
+    assert assemble(settings, quiet=60) == (5, 0)
+    # the assembled traces' rows went in the assembly's transaction; the open trace keeps its span
+    assert rows("SELECT trace_id FROM otlp_spans", settings) == [(trace_id_of(rootless),)]
+    assert sorted(rows("SELECT state, spans, cardinality(span_ids) FROM otlp_traces", settings)) == (
+        [("assembled", 3, 3)] * 5 + [("open", 0, 0)])
+    again = store(whole[0], settings)  # a whole trace sent again after it became a run: known, all repeats
+    assert (again.accepted, again.duplicates, again.late) == (0, 3, 0)
+    assert rows("SELECT count(*) FROM otlp_spans", settings) == [(1,)]
