@@ -8,6 +8,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from app_pages._import_traces import cached_traces, rate_and_left, render_traces
 from app_pages.common import ensure_store, require_sign_in, show_error
 from services.errors import InputError, WorkbenchError
 from services.intake.assess import ProcessSummary, process_queue
@@ -15,7 +16,6 @@ from services.intake.importing import ImportSummary, import_file
 from services.intake.readers import detect_format
 from services.intake.schema import ExternalRun, record_json_schema
 from services.intake.status import IntakeCounts, IntakeFailure, intake_counts, recent_failures
-from services.intake.traces import DroppedTrace, TraceCounts, dropped_traces, trace_counts
 from services.settings import get_settings
 from services.store import transaction
 
@@ -29,7 +29,6 @@ LAST_ASSESS_KEY = "import.last_assess"
 UPLOAD_SUFFIXES = ("jsonl", "ndjson", "csv", "parquet", "pq")
 ERROR_COLUMNS = ["line", "reason"]
 FAILURE_COLUMNS = ["intake id", "trace id", "source", "reason", "when"]
-DROPPED_COLUMNS = ["trace id", "app", "what", "spans", "reason", "when"]
 EXAMPLE_FILE_NAME = "example-runs.jsonl"
 # Two records: one with everything a context can carry, one with only what is required.
 _EXAMPLE_RECORDS = (
@@ -83,22 +82,10 @@ def failures_frame(failures: list[IntakeFailure]) -> pd.DataFrame:
     ], columns=FAILURE_COLUMNS)
 
 
-def dropped_frame(dropped: list[DroppedTrace]) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"trace id": d.trace_id, "app": d.service_name, "what": d.state, "spans": d.spans, "reason": d.reason,
-         "when": d.closed_at} for d in dropped
-    ], columns=DROPPED_COLUMNS)
-
-
 def assess_progress_state(done: int, total: int, elapsed_s: float | None = None) -> tuple[float, str]:
     """Bar fraction and text while process_queue drains the queue (`total` as known so far);
     with the seconds since it began, the rate and the time left, as `workbench ingest` shows."""
-    line = f"{done:,} of {total:,} runs assessed"
-    if elapsed_s and done:
-        rate = done / elapsed_s
-        left = max(total - done, 0) / rate
-        line += f" · {rate:.1f} runs/s · about {left / 60:.0f} min left" if left >= 90 else \
-            f" · {rate:.1f} runs/s · about {left:.0f} s left"
+    line = f"{done:,} of {total:,} runs assessed" + rate_and_left(done, total, elapsed_s, "runs")
     return (min(done / total, 1.0) if total else 1.0), line
 
 
@@ -109,7 +96,7 @@ def assess_line(summary: ProcessSummary) -> str:
 def _clear_cached_counts() -> None:
     cached_intake_counts.clear()
     cached_failures.clear()
-    cached_traces.clear()
+    cached_traces.clear()  # the assessment moves the trace backlog too
 
 
 # --- cached getters --------------------------------------------------------------------------
@@ -124,12 +111,6 @@ def cached_intake_counts() -> IntakeCounts:
 def cached_failures() -> list[IntakeFailure]:
     with transaction() as session:
         return recent_failures(limit=50, session=session)
-
-
-@st.cache_data(ttl=5, show_spinner=False)
-def cached_traces() -> tuple[TraceCounts, list[DroppedTrace]]:
-    with transaction() as session:
-        return trace_counts(session=session), dropped_traces(limit=50, session=session)
 
 
 # --- page ------------------------------------------------------------------------------------
@@ -148,7 +129,7 @@ def main() -> None:
     _render_format()
     _render_upload()
     _render_assess()
-    _render_traces()
+    render_traces()
 
 
 def _render_format() -> None:
@@ -249,31 +230,6 @@ def _assess(*, judges: bool) -> None:
         _clear_cached_counts()
     bar.progress(1.0, text=assess_line(summary))
     st.session_state[LAST_ASSESS_KEY] = summary
-
-
-def _render_traces() -> None:
-    st.subheader("Traces (OpenTelemetry)")
-    try:
-        counts, dropped = cached_traces()
-    except WorkbenchError as exc:
-        show_error(exc)
-        return
-    st.caption("Spans sent to POST /v1/traces wait until their trace is whole (its root span arrived), then each "
-               "trace becomes one queued run. A trace with no question or answer is not RAG: it is dropped, and "
-               "said so here.")
-    if not (counts.open or counts.assembled or counts.dropped or counts.refused):
-        st.caption("No traces received yet: point an OTLP exporter at POST /v1/traces (README, *Traces*).")
-        return
-    cols = st.columns(4)
-    cols[0].metric("Waiting for spans", f"{counts.open:,}")
-    cols[1].metric("Became runs", f"{counts.assembled:,}")
-    cols[2].metric("Dropped (not RAG)", f"{counts.dropped:,}")
-    cols[3].metric("Refused", f"{counts.refused:,}")
-    if counts.late_spans:
-        st.caption(f"{counts.late_spans:,} spans arrived after their trace was assembled; they were counted, not added.")
-    if dropped:
-        with st.expander(f"Traces that became no run (the {len(dropped):,} newest)"):
-            st.dataframe(dropped_frame(dropped), hide_index=True)
 
 
 def _render_failures() -> None:
