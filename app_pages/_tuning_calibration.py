@@ -56,6 +56,7 @@ def render_calibration(matrix: RunMatrix, active: WeightsProfile, active_scores:
         st.info(f"Calibration needs at least {MIN_VERDICTS} reviewed runs, as the fits do: {n:,} of the "
                 f"{len(matrix):,} stored runs have a verdict. ECE, Brier score and AUROC are shown from "
                 f"{MIN_VERDICTS} on; review more runs in the Review queue, then press Reload runs.")
+        _render_answer_key_note()
         return
     labels = matrix.labels[reviewed]
     current = calibration_metrics(scores[reviewed], labels)
@@ -65,6 +66,10 @@ def render_calibration(matrix: RunMatrix, active: WeightsProfile, active_scores:
                     key="tuning.reliability")
     st.caption("Each point is a bin of reviewed runs: its mean confidence (x) against the share of them approved (y). "
                "On the diagonal, a confidence of 0.8 means 80% of such answers were approved.")
+    _render_answer_key_note()
+
+
+def _render_answer_key_note() -> None:
     keyed = demo.cached_demo_status().answer_key_verdicts
     if keyed:
         st.caption(f"{keyed:,} of these verdicts are answer-key verdicts of the demo runs. {demo.ANSWER_KEY_NOTE}")
