@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date
 from typing import Any
 
 import pandas as pd
@@ -13,6 +12,7 @@ from app_pages import _demo as demo
 from app_pages._claim_evidence import p_supported_text
 from app_pages._decision_text import corrected_answer
 from app_pages._decision_view import render_decision
+from app_pages._review_find import render_filters, run_label, take_trace_link
 from app_pages._review_work import render_work_queue
 from app_pages.common import (
     as_plain,
@@ -21,31 +21,24 @@ from app_pages.common import (
     require_sign_in,
     show_error,
 )
-from services.answering.presets import PRESETS
 from services.answering.runs import Run, load_run
 from services.auth import CurrentUser, require_reviewer
 from services.charts import review as review_charts
-from services.domain import STATUSES
 from services.errors import ConflictError, WorkbenchError
-from services.review.days import day_range
 from services.review.queue import (
     ACTIONS,
     ANSWER_KEY_REVIEWER,
     FLAG_REASONS,
     MAX_ANSWER_CHARS,
     MAX_COMMENT_CHARS,
-    QueueFilters,
     QueueItem,
     Review,
     queue_counts,
     review_history,
     review_queue,
-    run_for_trace,
-    run_sources,
     submit_review,
 )
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, Calibrator, calibrator_for_queue
-from services.scoring.weights import LEVELS
 
 SELECTED_KEY = "review.selected_run"
 VERSION_KEY = "review.expected_version"  # the version shown when the run was opened; never re-read at save time
@@ -56,11 +49,8 @@ CLEAR_KEY = "review.clear_selection"
 PICK_KEY = "review.pick"
 OPEN_KEY = "review.open_request"  # (run id, version) the Work view asked to open in full
 TAB_KEY = "review.view"
-TRACE_FILTER_KEY = "review.trace_id"
-TRACE_LINK = "trace_id"  # ?trace_id=<id> opens that run, so a link from another system lands on it
 WORK_LINK = {"view": "work"}  # ?view=work opens the Work view (the Start here page links so)
 BROWSE_TAB, WORK_TAB = "Browse and review", "Work the queue"
-ORDERS = {"most likely wrong first": "uncertainty", "largest disagreement between signals": "disagreement"}
 REVIEWED = ("approved", "flagged", "corrected")
 QUEUE_LIMIT = 500
 QUEUE_COLUMNS = ("run id", "trace id", "source", "question", "P(supported)", "level", "confidence", "calibrated", "disagreement", "preset",
@@ -68,22 +58,6 @@ QUEUE_COLUMNS = ("run id", "trace id", "source", "question", "P(supported)", "le
 
 
 # --- pure data helpers -----------------------------------------------------------------------
-
-def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Sequence[str], reviewer: str,
-                  start: date | None, end: date | None, sources: Sequence[str] = (), trace_id: str = "") -> QueueFilters:
-    """The filter widgets' values as QueueFilters; no status chosen means every status."""
-    since, until = day_range(start, end)  # whole UTC days, the end day included
-    return QueueFilters(statuses=tuple(statuses) or STATUSES, levels=tuple(levels), presets=tuple(presets),
-                        reviewer=reviewer.strip() or None, since=since, until=until, sources=tuple(sources),
-                        trace_id=trace_id.strip() or None)
-
-
-def run_label(item: QueueItem) -> str:
-    """An "Open run" choice: enough to tell runs apart without the table (a complaint names a trace id)."""
-    trace = f"trace {item.trace_id}" if item.trace_id else "no trace id"
-    return (f"#{item.run_id} · {item.source} · {trace} · {item.status} · P(supported) "
-            f"{p_supported_text(item.p_supported)} · {item.query[:70]}")
-
 
 def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
     """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet, and
@@ -143,7 +117,7 @@ def main() -> None:
     if warning := st.session_state.pop(FLASH_WARNING_KEY, None):
         st.warning(as_plain(warning))
     try:
-        filters, order = _render_filters()
+        filters, order = render_filters()
     except WorkbenchError as exc:
         show_error(exc)
         return
@@ -184,19 +158,15 @@ def _apply_requests() -> None:
 
 
 def _open_linked_trace() -> None:
-    """?trace_id=<id>: the run stored under that trace id opened in Browse and review, whatever its
-    status, with the trace filter set to it. Read once, then dropped, so the reviewer can move on."""
-    trace_id = st.query_params.get(TRACE_LINK, "").strip()
-    if not trace_id:
+    """?trace_id=<id>: the run stored under that trace id opened in Browse and review."""
+    linked = take_trace_link()
+    if linked is None:
         return
-    del st.query_params[TRACE_LINK]
-    found = run_for_trace(trace_id)
+    trace_id, found = linked
     if found is None:
         st.session_state[FLASH_WARNING_KEY] = f"No stored run has trace id {trace_id}."
         return
     run_id, version = found
-    st.session_state["review.statuses"] = []  # every status: a linked run may be reviewed or auto-accepted
-    st.session_state[TRACE_FILTER_KEY] = trace_id
     st.session_state[TAB_KEY] = BROWSE_TAB
     st.session_state[SELECTED_KEY] = st.session_state[PICK_KEY] = run_id
     st.session_state[VERSION_KEY] = version
@@ -232,26 +202,6 @@ def _render_progress(counts: Mapping[str, int]) -> None:
         share = reviewed / (reviewed + pending) if reviewed + pending else 0.0
         st.progress(share, text=f"{reviewed:,} of {reviewed + pending:,} queued runs reviewed")
     right.plotly_chart(review_charts.status_figure(counts), key="review.status_chart")
-
-
-def _render_filters() -> tuple[QueueFilters, str]:
-    with st.expander("Filters", expanded=True):
-        c1, c2, c3 = st.columns(3)
-        statuses = c1.multiselect("Status", STATUSES, default=["pending"], key="review.statuses", placeholder="any status")
-        levels = c2.multiselect("Level", LEVELS, key="review.levels")
-        presets = c3.multiselect("Preset", tuple(PRESETS), key="review.presets")
-        d1, d2, d3 = st.columns(3)
-        start = d1.date_input("Created from (UTC)", value=None, key="review.since")
-        end = d2.date_input("Created to (UTC)", value=None, key="review.until")
-        reviewer = d3.text_input("Reviewed by", key="review.reviewer_filter", placeholder="any reviewer")
-        t1, t2 = st.columns([2, 1])
-        trace_id = t1.text_input("Trace id", key=TRACE_FILTER_KEY, placeholder="a whole trace id, or how it starts",
-                                 help="The id the source system gave the run (runs imported, pushed or traced).")
-        sources = t2.multiselect("Source", run_sources(), key="review.sources", placeholder="any source")
-    order = st.radio("Order", tuple(ORDERS), horizontal=True, key="review.order")
-    filters = queue_filters(statuses=statuses, levels=levels, presets=presets, reviewer=reviewer, start=start, end=end,
-                            sources=sources, trace_id=trace_id)
-    return filters, ORDERS[order]
 
 
 def _render_queue(items: Sequence[QueueItem], order: str, calibrator: Calibrator | None) -> None:

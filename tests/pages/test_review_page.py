@@ -321,10 +321,10 @@ def review_page():  # type: ignore[no-untyped-def]
 
 
 def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
+    from app_pages import _review_find as page  # the Review page's filters live there
     from services.domain import STATUSES
     from services.errors import InputError
 
-    page = review_page()
     day = datetime(2025, 5, 1, tzinfo=UTC).date()
     filters = page.queue_filters(statuses=[], levels=["LOW"], presets=["minimal"], reviewer="  ana ", start=day, end=day)
     assert filters.statuses == STATUSES and filters.levels == ("LOW",) and filters.presets == ("minimal",)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from app_pages._review_find import run_label
 from app_pages.common import REVIEWER_KEY
-from app_pages.review import BROWSE_TAB, TAB_KEY, run_label
+from app_pages.review import BROWSE_TAB, TAB_KEY
 from services.review.queue import QueueFilters, review_queue, submit_review
 from tests.pages.test_claim_evidence import FABRICATED, store_import
 
