@@ -10,13 +10,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app_pages._tuning_effect import auto_accepted_by_status, would_auto_accept
 from app_pages._tuning_state import cached_profiles, profile_from_sliders, profiles_changed, show_result
 from app_pages.common import as_plain, current_user
 from services.auth import CurrentUser, require_admin
 from services.charts import tuning as charts
 from services.errors import InputError, WorkbenchError
 from services.scoring.profiles import activate_profile, save_profile
-from services.scoring.tuning import RunMatrix, compare_profiles
+from services.scoring.tuning import RunMatrix, compare_profiles, rescore
 from services.scoring.weights import WeightsProfile
 
 SAVE_NAME_KEY, SAVE_NOTES_KEY, SAVE_ACTIVATE_KEY = "tuning.save.name", "tuning.save.notes", "tuning.save.activate"
@@ -27,13 +28,16 @@ SLIDERS, ACTIVE = "sliders", "active"  # compare options besides stored profiles
 WIDGET_KEYS = (SAVE_NAME_KEY, SAVE_NOTES_KEY, SAVE_ACTIVATE_KEY, ACTIVATE_PICK_KEY, *COMPARE_KEYS)
 
 
-def compare_frame(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Triage and (with verdicts) calibration of each side of compare_profiles, one row per side."""
+def compare_frame(result: Mapping[str, Any], accepted: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Triage and (with verdicts) calibration of each side of compare_profiles, one row per side;
+    `accepted` ("a", "b" -> count) replaces the triage's auto-accept counts (Effect on runs' rule:
+    runs a reviewer flagged or corrected are not counted)."""
     rows = []
     for side in ("a", "b"):
         data, calibration = result[side], result[side]["calibration"]
-        row = {"side": side.upper(), "profile": data["profile"], "would auto-accept": data["triage"]["auto_accepted"],
-               "would go to review": data["triage"]["review"], "VERY LOW": data["triage"]["flagged_very_low"]}
+        auto = accepted[side] if accepted is not None else data["triage"]["auto_accepted"]
+        row = {"side": side.upper(), "profile": data["profile"], "would auto-accept": auto,
+               "would go to review": data["triage"]["total"] - auto, "VERY LOW": data["triage"]["flagged_very_low"]}
         if calibration is not None:
             row |= {"ECE": calibration.ece, "Brier": calibration.brier, "AUROC": calibration.auroc, "reviewed": calibration.n}
         rows.append(row)
@@ -132,5 +136,7 @@ def render_compare(matrix: RunMatrix, active: WeightsProfile, sliders: WeightsPr
     left, right = st.columns(2)
     left.plotly_chart(charts.compare_figure(result), key="tuning.compare.counts")
     right.plotly_chart(charts.confusion_figure(result), key="tuning.compare.confusion")
-    st.dataframe(compare_frame(result), hide_index=True)
+    accepted = {side: would_auto_accept(auto_accepted_by_status(matrix, rescore(matrix, choices[key]), choices[key]))
+                for side, key in (("a", a), ("b", b))}
+    st.dataframe(compare_frame(result, accepted), hide_index=True)
 

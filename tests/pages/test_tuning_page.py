@@ -241,6 +241,9 @@ def test_would_auto_accept_does_not_count_runs_a_reviewer_flagged_or_corrected(r
     note = next(c.value for c in at.caption if c.value.startswith("The Review queue shows"))
     assert "those 8 are: 1 approved, 7 pending." in note
     assert any("would also accept 1 corrected and 1 flagged by a reviewer" in w.value for w in at.warning)
+    open_tab(at, "Compare profiles")  # the same count where two profiles are compared
+    table = next(d.value for d in at.dataframe if "would auto-accept" in d.value.columns)
+    assert table["would auto-accept"].tolist() == [8, 8] and table["would go to review"].tolist() == [22, 22]
 
 
 def test_calibration_with_fewer_verdicts_than_the_fits_need_says_so_instead_of_figures(runs):
