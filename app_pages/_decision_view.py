@@ -25,6 +25,7 @@ from services.errors import WorkbenchError
 from services.review.queue import Review
 from services.scoring.confidence import ConfidenceBreakdown
 
+STRIP_COLUMNS = 3
 PASSAGES_HEIGHT = 520  # px: long contexts scroll inside the view instead of pushing the verdict keys down
 
 
@@ -73,10 +74,12 @@ def _render_why(run: Run, breakdown: ConfidenceBreakdown | None) -> None:
     items = why_items(run, breakdown)
     with st.container(border=True):
         st.markdown("**Why this score**")
-        # Label over value at text size: st.metric's large figures cut "ambiguous" or "0.36 (VERY LOW)" short.
-        for column, item in zip(st.columns(len(items)), items):
-            column.caption(item.label, help=as_plain(item.detail) if item.detail else None)
-            column.markdown(f"**{as_plain(item.value)}**")
+        # Label over value at text size, three to a row: st.metric's large figures, or six columns in a
+        # 1024-wide window, broke "ambiguous" and "0.36 (VERY LOW)" mid-word.
+        for row in range(0, len(items), STRIP_COLUMNS):
+            for column, item in zip(st.columns(STRIP_COLUMNS), items[row:row + STRIP_COLUMNS]):
+                column.caption(item.label, help=as_plain(item.detail) if item.detail else None)
+                column.markdown(f"**{as_plain(item.value)}**")
         st.caption(as_plain(blend_sentence(run, breakdown)))
         for item in items:
             if item.detail:
