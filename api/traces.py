@@ -18,8 +18,8 @@ from starlette.exceptions import HTTPException
 from api.auth import presented_key
 from api.errors import status_for
 from services.errors import InputError, NotAuthenticatedError, PayloadTooLargeError, WorkbenchError
-from services.intake.api_keys import verify_api_key
 from services.intake.otlp import JSON, decode_export, media_type
+from services.intake.trace_keys import TraceKeys
 from services.intake.traces import StoredExport, store_spans
 from services.settings import Settings
 from services.store import transaction
@@ -28,6 +28,7 @@ router = APIRouter()
 _GRPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 413: code_pb2.RESOURCE_EXHAUSTED,
                415: code_pb2.INVALID_ARGUMENT, 503: code_pb2.UNAVAILABLE}
 _SHOWN_REFUSALS = 3
+_KEYS = TraceKeys()  # one per process: exporters' keys verified at most every 30 s, revocation still immediate
 # The body is read raw (either encoding, maybe gzipped), so its schema is spelled out for /docs.
 _TRACES_BODY = {"requestBody": {"required": True, "content": {
     "application/x-protobuf": {"schema": {"type": "string", "format": "binary",
@@ -82,10 +83,17 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
 def _receive(body: bytes, content_type: str | None, content_encoding: str | None, key: str | None, judges: bool,
              settings: Settings) -> StoredExport:
     with transaction(settings) as session:
-        caller = verify_api_key(key, session=session)  # the key first: nothing is decoded for a stranger
+        # The key first: nothing is decoded for a stranger. A key verified lately is not
+        # looked up again; store_spans checks it is still active where it writes.
+        caller = _KEYS.verify(key, session=session)
         spans = decode_export(body, content_type=content_type, content_encoding=content_encoding,
                               max_bytes=settings.api_max_body_bytes)
-        return store_spans(spans, api_key_id=caller.key_id, judges=judges, session=session)
+        try:
+            return store_spans(spans, api_key_id=caller.key.key_id, key_hash=caller.key_hash, judges=judges,
+                               session=session)
+        except NotAuthenticatedError:  # revoked since it was verified
+            _KEYS.forget(caller.key_hash)
+            raise
 
 
 def _refusals(stored: StoredExport) -> str:

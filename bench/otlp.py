@@ -11,10 +11,14 @@ tokens, messages), as openinference-instrumentation writes them. The endpoint ca
 `?judges=false`, as bench/api.py pushes runs: the figure is intake, not assessment.
 
 Last stdout line: {"spans_per_s", "traces_per_s", "runs_assembled_per_s", "sent", "stored",
-"lost", ...}. `sent` counts traces in exports answered SUCCESS, `stored` those found in
-run_intake, `lost` the sent ones missing there after the worker had `--drain-seconds` to
-assemble them: it must be 0. `runs_assembled_per_s` is the traces assembled over the time
-from the first span received to the last trace assembled.
+"lost", "api_cpu_ms_per_trace", ...}. `sent` counts traces in exports answered SUCCESS,
+`stored` those found in run_intake, `lost` the sent ones missing there after the worker had
+`--drain-seconds` to assemble them: it must be 0. `runs_assembled_per_s` is the traces
+assembled over the time from the first span received to the last trace assembled. The CPU
+milliseconds per trace
+sent (the API process with its worker, Postgres, the exporters, while sending) are what a
+busy shared machine inflates least. Postgres's counts only its backends alive at the end: a
+connection opened and closed meanwhile is missing from it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import describe, emit, log, machine, percentile, phase, prepare_store, rounded, shutdown_store, today  # noqa: E402
+from bench._common import describe, emit, log, machine, percentile, phase, prepare_store, rounded, server_cpu_seconds, shutdown_store, today  # noqa: E402
 from bench.api import _free_port, _start_api, _wait_healthy  # noqa: E402
 
 SERVICE = "bench-otlp"
@@ -41,6 +45,14 @@ SELECT count(*) FILTER (WHERE state = 'assembled') AS assembled, count(*) FILTER
        EXTRACT(EPOCH FROM max(closed_at) - min(first_received_at)) AS seconds
 FROM otlp_traces WHERE service_name = :service
 """
+
+
+def _api_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the API server's process (all its threads: requests, worker)."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def _trace(tracer: Any, exporter: int, i: int) -> None:
@@ -110,6 +122,14 @@ def _send(endpoint: str, key: str, exporters: int, seconds: float, per_export: i
     return outcomes
 
 
+def _cpu_per_trace(before: tuple[float, float | None, float], after: tuple[float, float | None, float],
+                   traces: int) -> dict[str, float | None]:
+    """CPU ms per trace sent, while sending, of the API process, Postgres and the exporters."""
+    names = ("api_cpu_ms_per_trace", "postgres_cpu_ms_per_trace", "exporters_cpu_ms_per_trace")
+    return {name: rounded((a - b) * 1000 / traces, 2) if a is not None and b is not None and traces else None
+            for name, b, a in zip(names, before, after)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exporters", type=int, default=20)
@@ -141,11 +161,15 @@ def main() -> None:
             server = _start_api(port, data_dir)
             _wait_healthy(base_url, server)
         load_before = os.getloadavg()[0]
+        # Where the CPU goes while sending (the machine may be shared): the API server's
+        # process, and this one (the exporters); per trace, so loaded and quiet runs compare.
+        cpu_before = (_api_cpu_seconds(server.pid), server_cpu_seconds(settings, data_dir), time.process_time())
         with phase(f"{args.exporters} exporters send {args.traces_per_export} trace(s) per export for {args.seconds:.0f} s",
                    timings):
             outcomes = _send(f"{base_url}/v1/traces?judges=false", key, args.exporters, args.seconds,
                              args.traces_per_export)
         load_during = os.getloadavg()[0]
+        cpu_after = (_api_cpu_seconds(server.pid), server_cpu_seconds(settings, data_dir), time.process_time())
         sent = {t for o in outcomes if o["ok"] for t in o["trace_ids"]}
         with phase(f"wait for the worker to assemble {len(sent):,} traces", timings):
             deadline = time.monotonic() + args.drain_seconds
@@ -168,6 +192,7 @@ def main() -> None:
             "runs_assembled_per_s": rounded(assembly.assembled / float(assembly.seconds), 1) if assembly.seconds else None,
             "export_p50_ms": rounded(percentile(latencies, 50), 1),
             "export_p95_ms": rounded(percentile(latencies, 95), 1),
+            **_cpu_per_trace(cpu_before, cpu_after, len(sent)),
             "sent": len(sent),
             "stored": len(stored & sent),
             "lost": len(sent - stored),

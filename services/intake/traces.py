@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from services.errors import NotAuthenticatedError
 from services.intake.intake import accept_records
 from services.intake.otlp import Span
 from services.intake.span_facts import SpanRefusedError, span_facts
@@ -51,15 +52,22 @@ class StoredExport:
         return sum(r.spans for r in self.refused)
 
 
-# One statement per export: the traces upserted (the row lock orders exports of one trace),
-# then the spans new to the store of the traces still open; each trace's state and how many
-# of its spans were kept come back. The parent rows come from the same statement: the foreign
-# key is checked at its end.
-_STORE = text("""
-WITH traces AS (
+# An API key taken on trust (trace_keys.TraceKeys) is checked here, where it writes: by id and
+# hash, still active, or the statement stores nothing.
+_ACTIVE_KEY = """
+SELECT CAST(:api_key_id AS integer) AS id
+WHERE CAST(:key_hash AS text) IS NULL OR EXISTS (
+    SELECT 1 FROM api_keys WHERE id = CAST(:api_key_id AS integer) AND key_hash = :key_hash AND revoked_at IS NULL)
+"""
+# One statement per export: the key checked, the traces upserted (the row lock orders exports
+# of one trace), then the spans new to the store of the traces still open; each trace's state
+# and how many of its spans were kept come back (no row at all: the key was revoked). The
+# parent rows come from the same statement: the foreign key is checked at its end.
+_STORE = text(f"""
+WITH caller AS ({_ACTIVE_KEY}), traces AS (
     INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, judges)
-    SELECT trace_id, service_name, CAST(:api_key_id AS integer), :judges
-    FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name)
+    SELECT trace_id, service_name, caller.id, :judges
+    FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name) CROSS JOIN caller
     ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
         service_name = COALESCE(t.service_name, EXCLUDED.service_name)
     RETURNING trace_id, state
@@ -105,11 +113,12 @@ WHERE t.trace_id = g.trace_id
 """)
 
 
-def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges: bool = True,
-                session: Session) -> StoredExport:
+def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, key_hash: str | None = None,
+                judges: bool = True, session: Session) -> StoredExport:
     """Keep an export's spans under their traces. A trace with a span that can never be part
     of a record (span_facts.SpanRefusedError) is refused whole: none of its spans is kept,
-    spans of it kept before are emptied, and it will not be assembled."""
+    spans of it kept before are dropped, and it will not be assembled. With `key_hash`, the
+    key `api_key_id` must still be active (NotAuthenticatedError, nothing stored)."""
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
@@ -121,6 +130,9 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
         except SpanRefusedError as exc:
             refused.append(RefusedTrace(trace_id, len(members), str(exc)[:MAX_REASON_CHARS]))
     if refused:
+        key = {"api_key_id": api_key_id, "key_hash": key_hash}
+        if key_hash is not None and session.execute(text(_ACTIVE_KEY), key).first() is None:
+            raise _revoked()
         _refuse(refused, by_trace, api_key_id=api_key_id, session=session)
     # Trace rows are locked in one order by every export, so two exports sharing traces never deadlock.
     keep = {t: by_trace[t] for t in sorted(by_trace) if t not in {r.trace_id for r in refused}}
@@ -129,14 +141,20 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, judges:
     rows = [s for members in keep.values() for s in members]
     states = session.execute(_STORE, {
         "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
-        "api_key_id": api_key_id, "judges": judges,
+        "api_key_id": api_key_id, "key_hash": key_hash, "judges": judges,
         "span_traces": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
         "parents": [s.parent_span_id for s in rows], "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) for s in rows],
     }).all()
+    if not states:
+        raise _revoked()
     accepted = sum(row.kept for row in states)
     closed = [s for row in states if row.state != "open" for s in keep[row.trace_id]]
     late = _count_late(closed, session=session) if closed else 0
     return StoredExport(accepted, len(rows) - accepted - late, late, refused)
+
+
+def _revoked() -> NotAuthenticatedError:
+    return NotAuthenticatedError("that API key was revoked; ask for a new one")
 
 
 def _count_late(spans: list[Span], *, session: Session) -> int:
