@@ -21,9 +21,9 @@ from services.domain import Hit
 from services.errors import InputError
 from services.judging import Verdict, judge_answer
 from services.judging import _lexical as lex
-from services.judging._sentences import MARKERS, answer_sentences, chunk_sentences, strip_markers
-from services.judging.adequacy import grade_answer
-from services.judging.features import COSINE_ANSWERING, COSINE_UNRELATED
+from services.judging._sentences import MARKERS, chunk_sentences, strip_markers
+from services.judging.adequacy import addressing, answer_relevance, grade_answer
+from services.judging.features import Embed
 from services.judging.vectors import cached_embedder
 from services.scoring.blend import REFLECTION_MIN_SCORE
 
@@ -42,6 +42,8 @@ MAX_CANDIDATES = 80  # sentences read per query, in chunk rank order (segmenting
 # the cost (~10 ms a sentence on an idle 2-core CPU). On SQuAD, 20 lost no answer recall.
 EMBED_AT_MOST = 32
 NEAR_DUPLICATE = 0.9  # cosine at which two sentences with the same numbers and codes say the same
+# The reflection score: P(supported)'s weight; addressing the question has the rest (seed 004).
+GROUNDING_WEIGHT = 0.4
 
 class OfflineBackend(AnswerBackend):
     """Extractive answers and lexical-semantic judgements; no language model is involved."""
@@ -146,34 +148,37 @@ class OfflineBackend(AnswerBackend):
         return judge_answer(query, answer, [c.text for c in chunks], embed=self._embed)
 
     def _reflect(self, query: str, answer: str, chunks: list[Hit]) -> Reflection:
-        return reflection_from_verdict(self.judge(query, answer, chunks), answer)
+        return reflection_from_verdict(self.judge(query, answer, chunks), query, answer, self._embed)
 
     def _grade(self, query: str, answer: str) -> Grade:
-        plain = " ".join(answer_sentences(answer))
-        relevance = self._relevance(query, plain)
-        adequacy = grade_answer(query, answer, relevance=relevance)
+        adequacy = grade_answer(query, answer, relevance=answer_relevance(query, answer, self._embed))
         return Grade(adequacy.score, adequacy.gaps, adequacy.refinements)
 
-    def _relevance(self, query: str, answer: str) -> float:
-        """cos(query, answer) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
-        if not query.strip() or not answer.strip():
-            return 0.0
-        vectors = self._embed([query, answer])
-        cosine = float(vectors[0] @ vectors[1])
-        return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
 
-def reflection_from_verdict(verdict: Verdict, answer: str) -> Reflection:
-    """Seed 004's grounding JSON read off the judge's verdict: the score is P(supported), and
-    grounded, hallucinated and the reason all come from the same claims, so they agree."""
+def reflection_from_verdict(verdict: Verdict, query: str, answer: str, embed: Embed) -> Reflection:
+    """Seed 004's reflection read off the judge's verdict: grounded, hallucinated and the
+    reason come from the same claims, so they agree. Its score weighs the two things the seed
+    asks of an answer, grounded (P(supported)) and addressing the question (adequacy's
+    reading), as the offline judge before services/judging weighed them: P(supported) alone
+    cannot tell a quoted sentence that answers from a quoted sentence about the topic that does
+    not, and on our corpora the workbench's own answers fell from 0.735 to 0.660 (python-
+    reference) without it (README: *How the judge decides*). An answer the verdict finds
+    ungrounded (a name or number no context holds, a turned-around word) or contradicting the
+    question by a rule that holds is held at its P."""
     cited = sorted({int(n) for group in MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
+    p = verdict.p_supported
+    score = GROUNDING_WEIGHT * p + (1 - GROUNDING_WEIGHT) * addressing(
+        query, answer, relevance=answer_relevance(query, answer, embed))
+    if not verdict.grounded or verdict.features.get("contradiction", 0.0) >= 1.0:
+        score = min(score, p)
     return Reflection(
         answer_grounded=verdict.grounded,
         hallucination_detected=bool(verdict.unsupported_words) or any(c.reversed for c in verdict.claims),
-        reflection_score=verdict.p_supported,
+        reflection_score=round(score, 4),
         sources_cited=tuple(map(str, cited)),
         reflection_reason=verdict.reason,
-        needs_regeneration=verdict.p_supported < REFLECTION_MIN_SCORE,
+        needs_regeneration=score < REFLECTION_MIN_SCORE,
         sentence_support=tuple(c.support for c in verdict.claims),
     )
 

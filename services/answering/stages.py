@@ -207,7 +207,7 @@ def judge(ctx: IterationContext, answer: str, chunks: Sequence[Hit], *, retrieve
         setup.emit("answer_judged", verdict.reason, p_supported=verdict.p_supported, label=verdict.label,
                    unsupported=list(verdict.unsupported_words))
         if config.enable_self_reflection and backend.reflects_by_judge:
-            reflection = reflection_from_verdict(verdict, answer)
+            reflection = reflection_from_verdict(verdict, query, answer, embed)
     if reflection is not None:
         setup.emit("reflection_complete", reflection.reflection_reason, reflection_score=reflection.reflection_score,
                    grounded=reflection.answer_grounded)

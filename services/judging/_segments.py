@@ -14,6 +14,9 @@ from services.retrieval.text import tokenize
 _LEADING_MARKER = re.compile(r"^\s*(?:#{1,6}|[-*+]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _TABLE_SEPARATOR = re.compile(r"\|(?:\s*:?-{3,}:?\s*\|)+")
+# Bold written with underscores ("__note well__"), told from a name written as code
+# ("__init__", "aiterator.__anext__", "x.__iadd__(y)"): the markup is never part of a word.
+_UNDERSCORE_BOLD = re.compile(r"(?<![\w.])__(?=\S)((?:(?!__).)+?)(?<=\S)__(?![\w.(])")
 _MIN_ANSWER_TOKENS = 3
 # A question (FAQ headings), a code fence, or a piece of a table cut loose from its rows.
 _NOT_A_STATEMENT = re.compile(r"\?\W*$|```|\|[^|]*\|")
@@ -33,8 +36,14 @@ class Segment:
 def clean(text: str) -> str:
     """Text without Markdown markup: what is embedded and matched."""
     text = _LEADING_MARKER.sub("", text)
-    text = text.replace("**", "").replace("__", "").replace("`", "").replace("|", " ")
+    text = _UNDERSCORE_BOLD.sub(_unbold, text)
+    text = text.replace("**", "").replace("`", "").replace("|", " ")
     return " ".join(text.split())
+
+
+def _unbold(match: re.Match[str]) -> str:
+    inner = match.group(1)
+    return inner if not inner.isidentifier() else match.group(0)  # "__init__" stays a name
 
 
 def facts(text: str) -> frozenset[str]:

@@ -109,11 +109,20 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
                  for r in rivals if stems.issuperset(r)), default=0.0)
     # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
     # words things its own way.
-    reversal = turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text)
+    reversal = None if _quoted(claim.text, best.text) else (
+        turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text))
     if reversal is not None and _share(claim, best, leaving_out=_stem_of(reversal[0])) < ALIGNED:
         reversal = None
     return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
                          best_key[2], best_coverage, near, rival, reversal)
+
+
+def _quoted(claim: str, sentence: str) -> bool:
+    """Whether the claim is the sentence's own words, in order: a quote, or a piece of one (an
+    answer's sentence cut at "[1,2]", read as a citation marker), turns nothing around even
+    where the rest of the sentence holds a "not"."""
+    words = _WORDS.findall(claim.lower())
+    return bool(words) and f" {' '.join(words)} " in f" {' '.join(_WORDS.findall(sentence.lower()))} "
 
 
 def _stem_of(word: str) -> str:
@@ -128,6 +137,7 @@ for _a, _b in ANTONYM_PAIRS + REVERSAL_PAIRS:
     for _x, _y in ((_a, _b), (_b, _a)):
         _OPPOSITE_STEMS[_stem_of(_x)] = _OPPOSITE_STEMS.get(_stem_of(_x), frozenset()) | {_stem_of(_y)}
 _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
+_WORDS = re.compile(r"\w+")
 
 
 def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
