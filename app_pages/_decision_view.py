@@ -20,7 +20,7 @@ from app_pages._decision_text import (
 )
 from app_pages.common import as_plain, render_quote_in_chunk, show_error
 from services.answering.runs import Run, retrieval_breakdown
-from services.charts.confidence import breakdown_figure
+from services.charts.confidence import COMPONENT_LABELS, breakdown_figure
 from services.errors import WorkbenchError
 from services.review.queue import Review
 from services.scoring.confidence import ConfidenceBreakdown
@@ -50,6 +50,10 @@ def render_decision(run: Run, history: Sequence[Review], *, key: str) -> None:
         _render_breakdown(run, breakdown, key=key)
 
 
+# The per-context scores a record may lack, besides the breakdown's components.
+_SCORE_NAMES = {"bm25": "keyword (BM25) scores", "rerank_score": "reranker scores", "dense_similarity": "dense similarity"}
+
+
 def _render_question_and_answer(run: Run, history: Sequence[Review]) -> None:
     st.markdown("**Question**")
     st.text(run.query)
@@ -61,7 +65,7 @@ def _render_question_and_answer(run: Run, history: Sequence[Review]) -> None:
     st.markdown(f"**Answer** — corrected by {as_plain(correction.reviewer)}")
     st.text(correction.corrected_answer)
     st.caption("Original answer, replaced by the correction:")
-    st.text(run.final_answer or _no_answer_text(run))
+    st.markdown(f"~~{as_plain(run.final_answer)}~~" if run.final_answer else _no_answer_text(run))
 
 
 def _no_answer_text(run: Run) -> str:
@@ -86,7 +90,7 @@ def _render_why(run: Run, breakdown: ConfidenceBreakdown | None) -> None:
                 st.caption(as_plain(f"{item.label}: {item.detail}"))
         assessment = run.config.get("assessment") or {}
         for name, why in (assessment.get("not_computed") or {}).items():
-            st.text(f"Not computed: {name}: {why}")
+            st.caption(as_plain(f"Not computed: {_SCORE_NAMES.get(name) or COMPONENT_LABELS.get(name, name)}: {why}"))
 
 
 def _render_passages(run: Run) -> None:

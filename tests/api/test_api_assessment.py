@@ -98,7 +98,7 @@ def test_a_pushed_run_is_assessed_reviewed_exported_and_its_verdict_pulled_back(
     assert not page.exception, page.exception
     shown = [t.value for t in page.text]
     assert any("Source: api" in t and "trace id prod-0007" in t for t in shown), shown
-    assert any(t.startswith("Not computed: bm25_dense_agreement") for t in shown)
+    assert any(c.value.startswith("Not computed: BM25-dense agreement") for c in page.caption)
     assert RUN["contexts"][1]["text"] in shown and "[2] manuals/mastering.pdf" in shown
 
     exported = [r for r in export_records(ExportFilters()) if r["run_id"] == run.run_id]

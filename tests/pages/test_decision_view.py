@@ -98,6 +98,7 @@ def test_a_corrected_run_shows_the_correction_as_its_answer(clean_db, settings):
     markdown = [m.value for m in at.markdown]
     texts = [t.value for t in at.text]
     assert "**Answer** — corrected by bo" in markdown
-    # The question, then the correction where the answer goes, then the original labelled as replaced.
-    assert texts[:3] == [load_run(run_id).query, "The maker of the robot arm has its head office in Osaka.", FABRICATED]
+    # The question, then the correction where the answer goes, then the original struck through.
+    assert texts[:2] == [load_run(run_id).query, "The maker of the robot arm has its head office in Osaka."]
     assert "Original answer, replaced by the correction:" in [c.value for c in at.caption]
+    assert f"~~{as_plain(FABRICATED)}~~" in markdown
