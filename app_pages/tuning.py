@@ -11,6 +11,7 @@ from app_pages import _self_calibration as self_calibration
 from app_pages import _tuning_calibration as calibration
 from app_pages import _tuning_effect as effect
 from app_pages import _tuning_profiles as profiles
+from app_pages._judge_refit import render_judge_refit
 from app_pages._tuning_state import (
     LAST_VALID_KEY,
     THRESHOLD_KEYS,
@@ -86,6 +87,7 @@ def _render_analysis(tab: str, matrix: RunMatrix, active: WeightsProfile, profil
         calibration.render_calibration(matrix, active, active_scores, scores)
     elif tab == FIT_TAB:
         calibration.render_fits(matrix, scores)
+        render_judge_refit()
     else:
         profiles.render_compare(matrix, active, profile)
 
