@@ -17,12 +17,15 @@ from starlette.exceptions import HTTPException
 from swagger_ui_bundle import swagger_ui_path
 
 from api.errors import http_error, validation_failed, workbench_error
+from api.gate import AuthenticateFirst, BodyReads
 from api.limits import BodySizeLimit
 from api.routes import router
+from api.traces import refuse_export
 from api.traces import router as traces_router
 from api.worker import AssessmentWorker
 from services.errors import WorkbenchError
 from services.intake.schema import ExternalRun
+from services.intake.trace_keys import TraceKeys
 from services.settings import Settings, get_settings
 from services.store import get_engine
 
@@ -68,9 +71,14 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     )
     app.state.settings = settings
     app.state.worker = AssessmentWorker(settings) if assess else None
+    app.state.keys = TraceKeys()  # keys verified at most every 30 s before the body; endpoints verify again
+    app.state.body_reads = BodyReads()
     app.include_router(router)
     app.include_router(traces_router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    # Added last, so it runs first: no body is read for a request without a valid key.
+    app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, body_reads=app.state.body_reads,
+                       refusals={"/v1/traces": refuse_export})
     app.add_exception_handler(WorkbenchError, workbench_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
     app.add_exception_handler(HTTPException, http_error)

@@ -14,8 +14,9 @@ async def presented_key(bearer: HTTPAuthorizationCredentials | None = Security(_
                         header: str | None = Security(_HEADER)) -> str | None:
     """The key the request carries, not yet checked, and the two schemes /docs offers.
 
-    Endpoints check it (services.intake.api_keys.verify_api_key) first thing in their own
-    transaction: one connection and one commit per request instead of two, which is most
-    of what a push costs."""
+    api/gate.py has already refused a request whose key is missing or unknown, before its
+    body was read. Endpoints check it again (services.intake.api_keys.verify_api_key) first
+    thing in their own transaction, so a key revoked since the gate remembered it is
+    refused at once."""
     return bearer.credentials if bearer is not None else header
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
@@ -33,6 +34,7 @@ STATUS_BY_ERROR: dict[type[WorkbenchError], int] = {
     DatabaseRefusedError: 503,
 }
 _SHOWN_PROBLEMS = 5
+_log = logging.getLogger("workbench.api")
 
 
 def status_for(exc: WorkbenchError) -> int:
@@ -40,11 +42,26 @@ def status_for(exc: WorkbenchError) -> int:
     return next((STATUS_BY_ERROR[cls] for cls in type(exc).__mro__ if cls in STATUS_BY_ERROR), 500)
 
 
+# A server-side failure's own message can name the data directory, a file or the database
+# URL; the client gets what it can act on and the log gets the rest.
+_SERVER_SIDE = {503: "the database is not reachable; try again shortly"}
+
+
+def public_message(exc: WorkbenchError, status: int) -> str:
+    """What a client is told: the error's own message, or for a 5xx a fixed one (logged in full)."""
+    if status < 500:
+        return str(exc)
+    _log.warning("answered %d: %s", status, exc)
+    if isinstance(exc, LLMError):
+        return f"the answer backend failed ({exc.kind}); try again shortly"
+    return _SERVER_SIDE.get(status, "the server failed; its log says why")
+
+
 async def workbench_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WorkbenchError)
     status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+    return JSONResponse({"detail": public_message(exc, status)}, status_code=status, headers=headers)
 
 
 async def validation_failed(request: Request, exc: Exception) -> Response:

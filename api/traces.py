@@ -14,9 +14,10 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTracePartialSuccess, ExportTraceServiceResponse
 from starlette.exceptions import HTTPException
+from starlette.types import Scope
 
 from api.auth import presented_key
-from api.errors import status_for
+from api.errors import public_message, status_for
 from services.errors import InputError, NotAuthenticatedError, PayloadTooLargeError, WorkbenchError
 from services.intake.otlp import JSON, decode_export, media_type
 from services.intake.trace_keys import TraceKeys
@@ -28,7 +29,6 @@ router = APIRouter()
 _GRPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 413: code_pb2.RESOURCE_EXHAUSTED,
                415: code_pb2.INVALID_ARGUMENT, 503: code_pb2.UNAVAILABLE}
 _SHOWN_REFUSALS = 3
-_KEYS = TraceKeys()  # one per process: exporters' keys verified at most every 30 s, revocation still immediate
 # The body is read raw (either encoding, maybe gzipped), so its schema is spelled out for /docs.
 _TRACES_BODY = {"requestBody": {"required": True, "content": {
     "application/x-protobuf": {"schema": {"type": "string", "format": "binary",
@@ -64,12 +64,13 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
                             "export smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)", as_json=as_json)
     try:
         stored = await run_in_threadpool(_receive, body, request.headers.get("content-type"),
-                                         request.headers.get("content-encoding"), key, judges, settings)
+                                         request.headers.get("content-encoding"), key, judges, settings,
+                                         request.app.state.keys)
     except PayloadTooLargeError as exc:
         return _status(413, str(exc), as_json=as_json)
     except WorkbenchError as exc:
         code = 400 if isinstance(exc, InputError) else status_for(exc)
-        return _status(code, str(exc), as_json=as_json,
+        return _status(code, public_message(exc, code), as_json=as_json,
                        headers={"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None)
     if stored.refused and not (stored.accepted or stored.duplicates or stored.late):
         return _status(400, _refusals(stored), as_json=as_json)
@@ -81,19 +82,25 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
 
 
 def _receive(body: bytes, content_type: str | None, content_encoding: str | None, key: str | None, judges: bool,
-             settings: Settings) -> StoredExport:
+             settings: Settings, keys: TraceKeys) -> StoredExport:
     with transaction(settings) as session:
-        # The key first: nothing is decoded for a stranger. A key verified lately is not
-        # looked up again; store_spans checks it is still active where it writes.
-        caller = _KEYS.verify(key, session=session)
+        # api/gate.py refused a stranger before the body was read. A key verified lately is
+        # not looked up again; store_spans checks it is still active where it writes.
+        caller = keys.verify(key, session=session)
         spans = decode_export(body, content_type=content_type, content_encoding=content_encoding,
                               max_bytes=settings.api_max_body_bytes)
         try:
             return store_spans(spans, api_key_id=caller.key.key_id, key_hash=caller.key_hash, judges=judges,
                                session=session)
         except NotAuthenticatedError:  # revoked since it was verified
-            _KEYS.forget(caller.key_hash)
+            keys.forget(caller.key_hash)
             raise
+
+
+def refuse_export(code: int, message: str, scope: Scope) -> Response:
+    """api/gate.py's refusal of an export, in the encoding the exporter sent."""
+    content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+    return _status(code, message, as_json=content_type.split(";")[0].strip().lower() == JSON)
 
 
 def _refusals(stored: StoredExport) -> str:

@@ -1,0 +1,107 @@
+"""The key check that runs before any work: a request to an authenticated route is answered
+401 from its headers alone, before a byte of its body is read, parsed or validated.
+
+FastAPI reads and validates a body before it solves an endpoint's dependencies, so a key
+checked in a dependency or in the endpoint comes too late: a stranger's 4 MB array would be
+parsed first. This middleware sits outside the routes. It takes a key that passed lately on
+trust (services/intake/trace_keys.py, at most 30 s) and sends any other key to the store;
+each endpoint still verifies the key in its own transaction, so a revoked key is refused
+from its next request on, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.errors import NotAuthenticatedError, WorkbenchError
+from services.intake.trace_keys import TraceKeys
+from services.settings import Settings
+from services.store import transaction
+
+_log = logging.getLogger("workbench.api")
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
+OPEN_PREFIXES = ("/docs-assets/",)
+# A route that answers in its own format (OTLP's google.rpc.Status) says how to refuse.
+Refusal = Callable[[int, str, Scope], Response]
+
+
+class BodyReads:
+    """How many request bodies the routes began to read: a refused request adds nothing,
+    which is how a test sees that a stranger's body was never parsed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class AuthenticateFirst:
+    def __init__(self, app: ASGIApp, *, settings: Settings, keys: TraceKeys, body_reads: BodyReads,
+                 refusals: dict[str, Refusal]) -> None:
+        self.app = app
+        self.settings = settings
+        self.keys = keys
+        self.body_reads = body_reads
+        self.refusals = refusals
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _is_open(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        try:
+            await run_in_threadpool(self._verify, presented_key(scope))
+        except WorkbenchError as exc:
+            await self._refuse(exc, scope)(scope, receive, send)
+            return
+        await self.app(scope, self._counted(receive), send)
+
+    def _verify(self, key: str | None) -> None:
+        if not key:  # no round trip to the store for a request that carries no key at all
+            raise NotAuthenticatedError("send an API key: Authorization: Bearer <key> (workbench api-key create NAME)")
+        with transaction(self.settings) as session:
+            self.keys.verify(key, session=session)
+
+    def _refuse(self, exc: WorkbenchError, scope: Scope) -> Response:
+        if isinstance(exc, NotAuthenticatedError):
+            status, message = 401, str(exc)
+        else:  # the store is down: say so without saying where it is (the log does)
+            _log.warning("key check: %s", exc)
+            status, message = 503, "the database is not reachable; try again shortly"
+        refusal = self.refusals.get(scope["path"])
+        response = refusal(status, message, scope) if refusal else JSONResponse({"detail": message}, status_code=status)
+        if status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    def _counted(self, receive: Receive) -> Receive:
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal started
+            if not started:
+                started = True
+                self.body_reads.count += 1
+            return await receive()
+
+        return counted_receive
+
+
+def presented_key(scope: Scope) -> str | None:
+    """The key in `Authorization: Bearer <key>` or `X-API-Key: <key>` (api/auth.py's two schemes)."""
+    headers = dict(scope["headers"])
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    header = headers.get(b"x-api-key", b"").decode("latin-1")
+    return header or None
+
+
+def _is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+__all__ = ["AuthenticateFirst", "BodyReads", "presented_key"]
