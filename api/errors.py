@@ -34,6 +34,9 @@ STATUS_BY_ERROR: dict[type[WorkbenchError], int] = {
     DatabaseRefusedError: 503,
 }
 _SHOWN_PROBLEMS = 5
+# A batch of 500 bad records can hold half a million problems (a 50 MB answer); the first
+# ones say what is wrong, and the count says how much.
+MAX_LISTED_PROBLEMS = 100
 _log = logging.getLogger("workbench.api")
 
 
@@ -65,15 +68,26 @@ async def workbench_error(request: Request, exc: Exception) -> Response:
 
 
 async def validation_failed(request: Request, exc: Exception) -> Response:
-    """FastAPI's 422 shape (`detail`: one entry per problem, `loc` naming the field) plus
-    `message`, the problems as one line: 'body.contexts.0.text: Field required'. The
-    offending input is not echoed back: it can be megabytes."""
+    """FastAPI's 422 shape (`detail`: one entry per problem, `loc` naming the field; the first
+    MAX_LISTED_PROBLEMS) plus `problems`, how many there are in all, and `message`, the first
+    few as one line: 'body.contexts.0.text: Field required'. The offending input is not
+    echoed back: it can be megabytes."""
     assert isinstance(exc, RequestValidationError)
-    problems: list[dict[str, Any]] = [_problem(e) for e in exc.errors()]
+    errors = exc.errors()
+    total = exc.total if isinstance(exc, TooManyProblemsError) else len(errors)
+    problems: list[dict[str, Any]] = [_problem(e) for e in errors[:MAX_LISTED_PROBLEMS]]
     message = "; ".join(f"{'.'.join(map(str, p['loc']))}: {p['msg']}" for p in problems[:_SHOWN_PROBLEMS])
-    if len(problems) > _SHOWN_PROBLEMS:
-        message += f"; and {len(problems) - _SHOWN_PROBLEMS} more"
-    return JSONResponse({"detail": problems, "message": message}, status_code=422)
+    if total > _SHOWN_PROBLEMS:
+        message += f"; and {total - _SHOWN_PROBLEMS} more"
+    return JSONResponse({"detail": problems, "problems": total, "message": message}, status_code=422)
+
+
+class TooManyProblemsError(RequestValidationError):
+    """A 422 whose problems were counted but kept only up to MAX_LISTED_PROBLEMS."""
+
+    def __init__(self, listed: list[dict[str, Any]], *, total: int) -> None:
+        super().__init__(listed)
+        self.total = total
 
 
 def _problem(error: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from api.auth import presented_key
+from api.errors import MAX_LISTED_PROBLEMS, TooManyProblemsError
 from api.models import (
     AcceptedRun,
     AssessRequest,
@@ -30,6 +31,7 @@ from services.intake.assess import assess_record
 from services.intake.intake import IntakeStatus, accept_records, count_queued, intake_status, intake_status_by_trace_id
 from services.intake.schema import ExternalRun
 from services.intake.verdicts import MAX_LIMIT, reviewed_since
+from services.retrieval.text import require_storable
 from services.settings import Settings
 from services.store import transaction
 
@@ -96,6 +98,7 @@ def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_
 def run_by_trace_id(trace_id: str, key: str | None = Depends(presented_key),
                     settings: Settings = Depends(app_settings)) -> RunStatusResponse:
     """The same answer as GET /runs/{intake_id}, found by the trace id the record carried."""
+    require_storable(trace_id, "the trace id")  # a NUL would reach the store and fail there as a 500
     with transaction(settings) as session:
         verify_api_key(key, session=session)
         return _status(intake_status_by_trace_id(trace_id, session=session))
@@ -143,6 +146,7 @@ def assess(body: AssessRequest, key: str | None = Depends(presented_key), settin
     breakdown on the contexts you send (your retriever's scores where you send them, the
     workbench's where not, and which components could not be computed), CRAG, reflection
     and grading of the answer, the blended confidence, and the status the run would get."""
+    require_storable(collection, "the collection")
     with transaction(settings) as session:
         verify_api_key(key, session=session)
         record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None,
@@ -161,15 +165,20 @@ def _parse_runs(body: Any, *, max_batch: int) -> list[ExternalRun]:
     if len(items) > max_batch:
         raise RequestValidationError([{"type": "too_long", "loc": ("body",),
                                        "msg": f"at most {max_batch} runs per request (got {len(items)}); split the batch"}])
-    runs, problems = [], []
+    runs: list[ExternalRun] = []
+    listed: list[dict[str, Any]] = []
+    total = 0
     for index, item in enumerate(items):
         where = ("body",) if single else ("body", index)
         try:
             runs.append(ExternalRun.model_validate(item))
         except ValidationError as exc:
-            problems += [{**e, "loc": (*where, *e["loc"])} for e in exc.errors(include_url=False, include_input=False)]
-    if problems:
-        raise RequestValidationError(problems)
+            total += exc.error_count()
+            if len(listed) < MAX_LISTED_PROBLEMS:  # the rest are counted, not kept
+                errors = exc.errors(include_url=False, include_input=False, include_context=False)
+                listed += [{**e, "loc": (*where, *e["loc"])} for e in errors[:MAX_LISTED_PROBLEMS - len(listed)]]
+    if total:
+        raise TooManyProblemsError(listed, total=total)
     return runs
 
 
