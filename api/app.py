@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from swagger_ui_bundle import swagger_ui_path
 
+from api.access_log import redact_access_log
 from api.errors import http_error, validation_failed, workbench_error
 from api.gate import AuthenticateFirst, BodyReads
 from api.limits import BodySizeLimit
@@ -70,6 +71,7 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
                       {"name": "service", "description": "Liveness and readiness."}],
     )
     app.state.settings = settings
+    redact_access_log()
     app.state.worker = AssessmentWorker(settings) if assess else None
     app.state.keys = TraceKeys()  # keys verified at most every 30 s before the body; endpoints verify again
     app.state.body_reads = BodyReads()

@@ -19,10 +19,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
+def serving(app: FastAPI, *, log_level: str = "warning") -> Iterator[str]:
     """The app's base URL while it serves; shut down (lifespan included) afterwards."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
