@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import stat
 import uuid
 from collections.abc import Sequence
@@ -44,19 +45,29 @@ def _to_cells(record: dict[str, Any]) -> dict[str, Any]:
     return {name: _dumps(record[name]) if kind == "json" else record[name] for name, kind in FIELDS.items()}
 
 
-# A spreadsheet runs a CSV cell that starts with one of these as a formula (OWASP "CSV
-# injection"); questions, answers and comments are typed by people. Such a text cell is
-# written with a leading apostrophe, which spreadsheets show as plain text. Cells already
-# starting with an apostrophe get one too, so reading strips exactly one and round-trips.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+# A spreadsheet runs a CSV cell as a formula when its first character after any spaces and
+# control characters is one of these (OWASP "CSV injection": " =1+1", "\n=1+1" and a leading
+# no-break space all count); questions, answers and comments are typed by people. Such a
+# text cell, and any cell starting with a tab or a line break, is written with a leading
+# apostrophe, which spreadsheets show as plain text. Cells already starting with an
+# apostrophe get one too, so reading strips exactly one and round-trips.
+_FORMULA_CHARS = ("=", "+", "-", "@")
+_RISKY_FIRST = ("\t", "\r", "\n", "'")
+# Whitespace (Unicode's, so the no-break space too), C0/C1 controls, and the invisible
+# format characters a spreadsheet skips the same way.
+_LEADING_BLANKS = re.compile(r"^[\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202f\u2060\ufeff]+")
+
+
+def _needs_quote(value: str) -> bool:
+    return value.startswith(_RISKY_FIRST) or _LEADING_BLANKS.sub("", value, count=1).startswith(_FORMULA_CHARS)
 
 
 def _csv_text(value: str) -> str:
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+    return "'" + value if _needs_quote(value) else value
 
 
 def _from_csv_text(value: str) -> str:
-    return value[1:] if value.startswith("'") and value[1:].startswith(_FORMULA_STARTS) else value
+    return value[1:] if value.startswith("'") and _needs_quote(value[1:]) else value
 
 
 def _from_cell(kind: str, value: Any) -> Any:

@@ -382,6 +382,19 @@ def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted_and_round_trip
     assert sorted(r["question"] for r in records) == sorted(formulas)
 
 
+def test_csv_formulas_behind_leading_spaces_and_control_characters_are_quoted_and_round_trip(profiles) -> None:  # type: ignore[no-untyped-def]
+    # OWASP: a spreadsheet skips these before it looks for = + - @ (issue 28 found all three passing).
+    formulas = [" =1+1", "\n=1+1", "\u00a0=1+1", "\u200b@SUM(A1)", "\r\n-2+3", "   +1", "\x1b=cmd", "\ntext on a new line"]
+    harmless = ["a = b", "two - one", "x@example.com", " leading space"]
+    store(*(make_run(value, answer=value) for value in formulas + harmless))
+    records = export_records()
+    data = export_bytes(records, "csv")
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
+    written = {row["question"] for row in rows}
+    assert written == {"'" + value for value in formulas} | set(harmless)
+    assert read_export(data, "csv") == records
+
+
 def test_text_formats_are_readable_utf8(awkward_records) -> None:  # type: ignore[no-untyped-def]
     lines = export_bytes(awkward_records, "jsonl").decode("utf-8").split("\n")
     assert len(lines) == 6 and lines[-1] == ""  # one object per line, U+2028 kept inside its string
