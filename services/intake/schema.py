@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, ValidationError, field_validator
 
 from services.retrieval.text import unstorable_char
 
@@ -22,6 +22,9 @@ MAX_CONTEXT_CHARS = 20_000
 MAX_CONTEXTS = 200
 MAX_ID_CHARS = 200  # trace ids, document ids and metadata names
 MAX_SOURCE_CHARS = 2_000
+# Far above any retriever's scale (BM25 reaches tens, logits tens, distances thousands), far
+# below the float range: 1e308 is a typo or an attack, and one such score swung CRAG's verdict.
+MAX_ABS_SCORE = 1_000_000.0
 
 
 def _storable(value: str) -> str:
@@ -54,6 +57,9 @@ def _storable_json(value: Any) -> Any:
 
 
 StorableText = Annotated[str, AfterValidator(_storable)]
+# JSON numbers only: "3" and true are not ranks, "0.8" is not a score (a sender's bug, not data).
+Rank = Annotated[int, Strict()]
+Score = Annotated[float, Strict(), Field(ge=-MAX_ABS_SCORE, le=MAX_ABS_SCORE)]
 RequiredText = Annotated[str, AfterValidator(_not_blank), AfterValidator(_storable)]
 
 
@@ -71,11 +77,11 @@ class ExternalContext(_Strict):
         description="The document's id in the source system; when it matches a document in the workbench's "
                     "corpus (its external id), the assessment can use that corpus's statistics.")
     source: StorableText | None = Field(None, max_length=MAX_SOURCE_CHARS, description="Where the passage came from (path, URL, title).")
-    rank: int | None = Field(None, ge=1, description="1-based position in the retrieved list.")
-    score: float | None = Field(None, description="The retriever's final score for this passage (any scale).")
-    bm25_score: float | None = Field(None, ge=0, description="Lexical (BM25) score, when the retriever computed one.")
-    dense_similarity: float | None = Field(None, ge=-1, le=1, description="Cosine similarity of query and passage embeddings.")
-    rerank_score: float | None = Field(None, description="Cross-encoder or other reranker score.")
+    rank: Rank | None = Field(None, ge=1, le=2**31 - 1, description="1-based position in the retrieved list (an integer).")
+    score: Score | None = Field(None, description="The retriever's final score for this passage (any scale, within ±1e6).")
+    bm25_score: Score | None = Field(None, ge=0, description="Lexical (BM25) score, when the retriever computed one.")
+    dense_similarity: Score | None = Field(None, ge=-1, le=1, description="Cosine similarity of query and passage embeddings.")
+    rerank_score: Score | None = Field(None, description="Cross-encoder or other reranker score (within ±1e6).")
 
 
 class RunMetadata(_Strict):
