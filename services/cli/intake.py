@@ -167,7 +167,22 @@ def api_server(
     typer.echo(f"API on http://{host}:{port} (docs at http://{host}:{port}/docs)", err=True)
     # By import string: the app is built from the same settings (--data-dir, .env) in uvicorn.
     factory = "api.app:create_app_from_env" if assess else "api.app:create_app_without_worker"
+    _exit_cleanly_on_sigterm()
     uvicorn.run(factory, factory=True, host=host, port=port, access_log=access_log)
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """SIGTERM (docker stop, systemd) ends `workbench api` the way Ctrl+C does.
+
+    uvicorn shuts down gracefully on either signal, then restores the handler it found and
+    raises the signal again. For SIGINT that is a KeyboardInterrupt; for SIGTERM's default
+    handler it is death by signal, so the atexit hooks that release this process's handle
+    on the embedded server never ran and the server kept running with our pid recorded. A
+    handler of our own turns the re-raised SIGTERM into a normal exit (status 143)."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 api_key_app = typer.Typer(no_args_is_help=True, help="Keys for the HTTP API: create, list, revoke.")
