@@ -65,6 +65,9 @@ class Hit:
     # Fraction of the query's idf mass this chunk contains (BM25 leg only): an absolute,
     # bounded relevance signal that RRF, being rank-based, cannot give.
     matched_idf_share: float | None = None
+    # Where the pipeline found it: "collection:<name>" for the asked collection or a fallback
+    # collection (CRAG's corrective actions); None for hits stored before it was recorded.
+    origin: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -66,6 +66,19 @@ class Settings(StoreSettings):
     otlp_settle_seconds: float = Field(default=2.0, ge=0)
     otlp_quiet_seconds: float = Field(default=60.0, ge=0)
 
+    # The answering loop's thresholds (services.answering.presets.configured): unset, each is the
+    # preset's; set, it holds for every preset (`workbench ask` options override it per run).
+    # A run stores the values it ran with in its config.
+    reflection_min_score: float | None = Field(default=None, ge=0, le=1)  # seed 004: approves an answer
+    max_refinement_attempts: int | None = Field(default=None, ge=0, le=10)  # retry cap: iterations = 1 + this
+    crag_correct_threshold: float | None = Field(default=None, ge=0, le=1)  # CRAG upper: CORRECT at or above
+    crag_incorrect_threshold: float | None = Field(default=None, ge=0, le=1)  # CRAG lower: INCORRECT at or below
+    consensus_threshold: float | None = Field(default=None, ge=0, le=1)  # seed 003: a hit's relevance that agrees
+    adaptive_k: bool | None = None  # seed 001's adaptive cut-off, for every preset
+    # A collection of this store CRAG's corrective actions search when the corpus does not
+    # answer (INCORRECT: answer from it alone; AMBIGUOUS: fuse it with the corpus).
+    fallback_collection: str | None = None
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -30,6 +30,9 @@ class RouterState:
     fallback_available: bool
     fallback_used: bool = False
     decomposed: bool = False
+    # Seed 004: the reflection asks for another try with better retrieval. It withholds
+    # COMPLETE and acceptance as a failed reflection does; the cap still ends the loop.
+    needs_regeneration: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Decision:
 
 def decide(state: RouterState, thresholds: RouterThresholds = RouterThresholds()) -> Decision:
     """Route one iteration. The hard cap ends in ACCEPT_BEST, never in an exception."""
-    approved = state.reflection_approved is not False
+    approved = state.reflection_approved is not False and not state.needs_regeneration
     if state.confidence >= thresholds.complete and approved:
         return Decision(RouterAction.COMPLETE, f"confidence {state.confidence:.2f} >= {thresholds.complete}"
                                                + (" and reflection approved" if state.reflection_approved else ""))
@@ -49,8 +52,11 @@ def decide(state: RouterState, thresholds: RouterThresholds = RouterThresholds()
     if state.source_count == 0 and not state.fallback_available:
         return Decision(RouterAction.ACCEPT_BEST, "insufficient data: nothing retrieved and no fallback source")
     if state.confidence >= thresholds.refine:
-        if not state.has_gaps and state.reflection_approved is not False:
+        if not state.has_gaps and approved:
             return Decision(RouterAction.ACCEPT_BEST, "no gaps identified; accepting the current answer")
+        if state.needs_regeneration:
+            return Decision(RouterAction.REFINE_QUERY, f"confidence {state.confidence:.2f}; the reflection asks "
+                                                       "for regeneration from better retrieval")
         return Decision(RouterAction.REFINE_QUERY, f"confidence {state.confidence:.2f} in [{thresholds.refine}, "
                                                    f"{thresholds.complete}); refining the query for the gaps")
     if state.source_count < thresholds.min_sources and state.fallback_available and not state.fallback_used:

@@ -15,7 +15,7 @@ from typing import Any
 
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
-from services.answering.presets import FeatureConfig, get_preset
+from services.answering.presets import FeatureConfig, configured
 from services.answering.runs import Event, Iteration, Run, save_run
 from services.answering.stages import INSUFFICIENT, Plan, RunSetup, auto_accepts, iterate
 from services.domain import FINAL_ACTIONS, RouterAction, RunStatus
@@ -30,7 +30,6 @@ from services.settings import Settings, get_settings
 from services.store import read_transaction, transaction
 
 EventCallback = Callable[[Event], None]
-GAP_QUERY_LIMIT = 2
 
 
 @dataclass
@@ -70,7 +69,7 @@ def run(
     collect verdicts on confident runs too, or calibration would see a biased sample).
     """
     settings = settings or get_settings()
-    config = config or get_preset(preset)
+    config = config or configured(preset, settings)
     query = clean_query(query, max_chars=settings.max_query_chars)
     profile_id = None
     if weights_profile is None:
@@ -78,7 +77,7 @@ def run(
 
         weights_profile, profile_id = active_profile()
     backend = backend or backend_for(settings)
-    if fallback is None and config.fallback_collection:
+    if fallback is None and config.fallback_collection and config.enable_fallback:
         fallback = CollectionFallback(config.fallback_collection, settings)
     emit = _Emitter(on_event)
     emit("adaptive_refinement_start", f"Answering with the {preset} preset", preset=preset, backend=backend.name)
@@ -95,7 +94,7 @@ def run(
         iterations.append(iteration)
         if iteration.decision in FINAL_ACTIONS:
             break
-        plan = _next_plan(query, iteration, backend, fallback, emit)
+        plan = _next_plan(query, iteration, config, backend, fallback, emit)
         fallback_used |= plan.use_fallback
         decomposed |= bool(plan.sub_queries)
         iterations[-1] = dataclasses.replace(iterations[-1], llm_calls=iterations[-1].llm_calls + tuple(backend.log.drain()))
@@ -126,8 +125,8 @@ def run(
     return dataclasses.replace(run_record, run_id=run_id)
 
 
-def _next_plan(query: str, iteration: Iteration, backend: AnswerBackend, fallback: FallbackSource | None,
-               emit: _Emitter) -> Plan:
+def _next_plan(query: str, iteration: Iteration, config: FeatureConfig, backend: AnswerBackend,
+               fallback: FallbackSource | None, emit: _Emitter) -> Plan:
     if iteration.decision == RouterAction.FALLBACK_SEARCH:
         emit("refinement_triggered", f"Searching the fallback source {getattr(fallback, 'name', '')}")
         return Plan((query,), use_fallback=True)
@@ -147,10 +146,11 @@ def _next_plan(query: str, iteration: Iteration, backend: AnswerBackend, fallbac
     except LLMError as exc:
         emit("llm_error", f"refine_query failed ({exc.kind}): {exc}", stage="refine_query", kind=exc.kind)
         refined = query
-    gap_queries = [f"{gap} {' '.join(query.split()[:5])}" for gap in gaps[:GAP_QUERY_LIMIT]]
+    gap_queries = [f"{gap} {' '.join(query.split()[:5])}" for gap in gaps[:config.gap_query_limit]]
+    suggested = list(iteration.grade.refinements) if config.use_grader_refinements and iteration.grade else []
     # The original question stays in the pool: refinements add evidence, they do not
     # replace the question the confidence is about.
-    queries = tuple(dict.fromkeys([query, refined, *gap_queries]))
+    queries = tuple(dict.fromkeys([query, refined, *suggested, *gap_queries]))
     emit("refinement_triggered", f"Low confidence - refining (attempt {iteration.ordinal})",
          attempt=iteration.ordinal, gaps=gaps, refined_queries=list(queries))
     emit("refinement_queries_generated", f"{len(queries)} refined queries", refined_queries=list(queries))

@@ -21,7 +21,7 @@ from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult, RouterAction
-from services.errors import InputError, LLMError
+from services.errors import InputError, LLMError, WorkbenchError
 from services.judging import Verdict, judge_answer
 from services.judging.model import JudgeModel
 from services.judging.nli import Entail, nli_scorer
@@ -30,7 +30,7 @@ from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
 from services.scoring.blend import blended_confidence
-from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, evaluate_retrieval
+from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, decompose_then_recompose, evaluate_retrieval
 from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.settings import Settings
 from services.store import read_transaction
@@ -76,6 +76,7 @@ class IterationContext:
     plan: Plan
     fallback_used: bool = False
     decomposed: bool = False
+    crag_fallback: bool = False  # CRAG's corrective action searched the fallback in this iteration
     latency: dict[str, float] = field(default_factory=dict)
     errors: list[dict[str, str]] = field(default_factory=list)
     calls: list[LLMCall] = field(default_factory=list)
@@ -119,7 +120,9 @@ def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, d
     ctx = IterationContext(setup, ordinal, plan, fallback_used=fallback_used, decomposed=decomposed)
     result, vectors = retrieve(ctx)
     scored = score(ctx, result)
-    verdict, chunks = correct(ctx, result, vectors)
+    verdict, corrected, chunks = correct_and_act(ctx, result, vectors)
+    if corrected is not result:  # the corrective action changed the evidence: score what the answer stands on
+        result, scored = corrected, score(ctx, corrected)
     chunks = read_adaptively(ctx, result, chunks)
     generation = generate(ctx, chunks)
     answer = generation.answer if generation else ""
@@ -142,6 +145,11 @@ def retrieve(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]
 def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
     profile = ctx.setup.profile
     raw = ctx.timed("scoring", lambda: conf.retrieval_metrics(result))
+    # The team's consensus threshold (seed 003) counts the agreeing hits; stored beside the
+    # count so a re-score reads the count it was taken with.
+    threshold = ctx.setup.config.consensus_threshold
+    raw["consensus_count"] = sum(1 for hit in result.hits if conf.hit_relevance(hit) >= threshold)
+    raw["consensus_threshold"] = threshold
     components = conf.components_from_raw(raw)
     retrieval_conf = conf.mapped(conf.overall(components, profile), raw, profile)
     ctx.setup.emit("confidence_scored", f"retrieval confidence {retrieval_conf:.2f} ({profile.level(retrieval_conf)})",
@@ -151,22 +159,72 @@ def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
 
 def correct(ctx: IterationContext, result: RetrievalResult,
             vectors: np.ndarray | None) -> tuple[CragVerdict | None, Sequence[Hit]]:
-    """CRAG's verdict and the chunks generation reads: those with a relevant strip, when any."""
+    """CRAG's verdict and the chunks generation reads, where no fallback can replace the
+    hits (an assessment of a run from outside judges the contexts it was given)."""
+    verdict, _, chunks = correct_and_act(ctx, result, vectors)
+    return verdict, chunks
+
+
+def correct_and_act(ctx: IterationContext, result: RetrievalResult,
+                    vectors: np.ndarray | None) -> tuple[CragVerdict | None, RetrievalResult, Sequence[Hit]]:
+    """CRAG's verdict, the retrieval the answer stands on, and the chunks generation reads:
+    those with a relevant strip, when any.
+
+    Seed 002's corrective actions act when a fallback source is set: INCORRECT discards the
+    corpus hits and answers from the fallback alone, AMBIGUOUS fuses both. Without one the
+    verdict's outcome says so and the corpus hits stand."""
     setup = ctx.setup
     if not setup.config.enable_crag_evaluation:
-        return None, result.hits
+        return None, result, result.hits
     verdict = ctx.timed("crag", lambda: evaluate_retrieval(setup.query, result.hits, chunk_vectors=vectors,
                                                            config=setup.config.crag))
-    if verdict.verdict != RetrievalVerdict.CORRECT and (setup.fallback is None or ctx.fallback_used):
-        outcome = "fallback unavailable" if setup.fallback is None else "fallback already used"
-        verdict = dataclasses.replace(verdict, action_outcome=outcome)
-        setup.emit("fallback_unavailable", f"CRAG {verdict.verdict}: {outcome}", verdict=verdict.verdict)
+    if verdict.verdict != RetrievalVerdict.CORRECT:
+        if setup.fallback is None or ctx.plan.use_fallback:
+            outcome = "fallback unavailable" if setup.fallback is None else "fallback already searched by this iteration"
+            verdict = dataclasses.replace(verdict, action_outcome=outcome)
+            setup.emit("fallback_unavailable", f"CRAG {verdict.verdict}: {outcome}", verdict=verdict.verdict)
+        else:
+            result, verdict = _act_on_verdict(ctx, result, verdict, setup.fallback)
     chunks: Sequence[Hit] = result.hits
     if verdict.kept_chunk_ids:  # decompose-then-recompose: drop chunks with no relevant strip
         kept = set(verdict.kept_chunk_ids)
         chunks = [h for h in result.hits if h.chunk_id in kept]
-    setup.emit("crag_evaluated", verdict.reasoning, verdict=verdict.verdict, score=verdict.score, action=verdict.action)
-    return verdict, chunks
+    setup.emit("crag_evaluated", verdict.reasoning, verdict=verdict.verdict, score=verdict.score, action=verdict.action,
+               outcome=verdict.action_outcome)
+    return verdict, result, chunks
+
+
+def _act_on_verdict(ctx: IterationContext, result: RetrievalResult, verdict: CragVerdict,
+                    fallback: FallbackSource) -> tuple[RetrievalResult, CragVerdict]:
+    """Search the fallback for the planned queries; INCORRECT answers from what it found
+    alone, AMBIGUOUS from both fused. A source that fails or finds nothing leaves the corpus
+    hits standing, and the outcome says which happened."""
+    setup = ctx.setup
+    ctx.crag_fallback = True
+    try:
+        found = ctx.timed("fallback", lambda: _search_fallback(setup, ctx.plan, fallback))
+    except WorkbenchError as exc:
+        ctx.errors.append({"stage": "fallback", "kind": "unavailable", "message": str(exc)})
+        outcome = f"fallback {fallback.name} failed, kept the corpus hits: {exc}"
+        setup.emit("fallback_failed", outcome, source=fallback.name, verdict=verdict.verdict)
+        return result, dataclasses.replace(verdict, action_outcome=outcome)
+    if not found.hits:
+        used, outcome = result, f"fallback {fallback.name} found nothing; kept the corpus hits"
+    elif verdict.verdict == RetrievalVerdict.INCORRECT:
+        used = found
+        outcome = (f"discarded the {len(result.hits)} corpus hits; answered from {fallback.name} alone "
+                   f"({len(found.hits)} hits)")
+    else:
+        used = merge_results([result, found], k=setup.config.k)
+        from_fallback = sum(1 for h in used.hits if h.origin == fallback.name)
+        outcome = (f"fused the corpus hits with {len(found.hits)} from {fallback.name}: {from_fallback} of the "
+                   f"{len(used.hits)} kept came from it")
+    setup.emit("fallback_searched", outcome, source=fallback.name, verdict=verdict.verdict, found=len(found.hits),
+               used=len(used.hits))
+    # The strips are recomposed from the hits the answer now stands on.
+    strips = decompose_then_recompose(setup.query, used.hits, config=setup.config.crag) if used.hits else ()
+    return used, dataclasses.replace(verdict, action_outcome=outcome, strips=strips,
+                                     kept_chunk_ids=tuple(dict.fromkeys(s.chunk_id for s in strips)))
 
 
 def read_adaptively(ctx: IterationContext, result: RetrievalResult, chunks: Sequence[Hit]) -> Sequence[Hit]:
@@ -258,9 +316,10 @@ def decide(ctx: IterationContext, blended: float, result: RetrievalResult, judge
             query_complexity=decisions.query_complexity(setup.query, ()) if config.enable_decomposition else "simple",
             iteration=ctx.ordinal, max_iterations=config.max_iterations,
             reflection_approved=None if reflection is None else reflection.reflection_score >= config.reflection_min_score,
+            needs_regeneration=_asks_regeneration(setup.backend, reflection),
             has_gaps=bool(judgement.gaps) or bool(grade and grade.gaps),
-            fallback_available=setup.fallback is not None and not ctx.fallback_used,
-            fallback_used=ctx.fallback_used, decomposed=ctx.decomposed)
+            fallback_available=setup.fallback is not None and not (ctx.fallback_used or ctx.crag_fallback),
+            fallback_used=ctx.fallback_used or ctx.crag_fallback, decomposed=ctx.decomposed)
         thresholds = dataclasses.replace(config.router, complete=config.min_confidence_threshold)
         decision = ctx.timed("decision", lambda: decisions.decide(state, thresholds))
     else:
@@ -270,6 +329,13 @@ def decide(ctx: IterationContext, blended: float, result: RetrievalResult, judge
     setup.emit("adaptive_refinement_decision", f"{decision.action}: {decision.reason}", decision=decision.action,
                confidence=blended)
     return decision
+
+
+def _asks_regeneration(backend: AnswerBackend, reflection: Reflection | None) -> bool:
+    """A model's own reflection asking for regeneration (seed 004). A reflection read from
+    the judge's verdict sets the flag from the fixed REFLECTION_MIN_SCORE, which the team's
+    reflection minimum already stands for, so only a model's own flag is honoured."""
+    return reflection is not None and reflection.needs_regeneration and not backend.reflects_by_judge
 
 
 def auto_accepts(best: Iteration, *, level: str, config: FeatureConfig) -> bool:
@@ -301,13 +367,26 @@ def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, v
 def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | None]:
     config, settings = setup.config, setup.settings
     params = default_params(settings, mode=config.retrieval_mode, k=config.k, collection=setup.collection)
+    origin = f"collection:{setup.collection}"
     with read_transaction(settings) as session:
-        results = [search_in_session(q, params, session=session, settings=settings) for q in plan.queries]
+        results = [_with_origin(search_in_session(q, params, session=session, settings=settings), origin)
+                   for q in plan.queries]
         if plan.use_fallback and setup.fallback is not None:
-            results.append(setup.fallback.search(plan.queries[0], config.k))
+            results.append(_search_fallback(setup, Plan(plan.queries[:1]), setup.fallback))
         merged = results[0] if len(results) == 1 else merge_results(results, k=config.k)
         vectors = _chunk_vectors(session, setup.collection, [h.chunk_id for h in merged.hits[:3]])
     return merged, vectors
+
+
+def _search_fallback(setup: RunSetup, plan: Plan, fallback: FallbackSource) -> RetrievalResult:
+    """The fallback's hits for every planned query, fused, each saying it came from there."""
+    results = [_with_origin(fallback.search(q, setup.config.k), fallback.name) for q in plan.queries]
+    return results[0] if len(results) == 1 else merge_results(results, k=setup.config.k)
+
+
+def _with_origin(result: RetrievalResult, origin: str) -> RetrievalResult:
+    hits = tuple(h if h.origin else dataclasses.replace(h, origin=origin) for h in result.hits)
+    return dataclasses.replace(result, hits=hits)
 
 
 def merge_results(results: Sequence[RetrievalResult], *, k: int, rrf_k: int = 60) -> RetrievalResult:

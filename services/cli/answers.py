@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from tqdm import tqdm
@@ -13,32 +13,61 @@ from tqdm import tqdm
 from services.cli._app import app, emit, fail, shown
 from services.errors import InputError, WorkbenchError
 
+if TYPE_CHECKING:
+    from services.answering.presets import FeatureConfig
+
 
 @app.command()
 def ask(
     query: Optional[str] = typer.Argument(None, help="The question (or use --queries)."),
     queries: Optional[Path] = typer.Option(None, help="BEIR queries.jsonl to answer in one process."),
-    preset: str = typer.Option("balanced", help="minimal, balanced or research."),
+    preset: str = typer.Option("balanced", help="minimal, balanced, research, as-written (the design notes' "
+                               "loop) or full (everything on)."),
     collection: str = typer.Option("default"),
     out: Optional[Path] = typer.Option(None, help="With --queries: write one stored run per line here "
                                        "(replaced once all are answered, never left half-written)."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored run as JSON."),
+    reflection_min_score: Optional[float] = typer.Option(None, help="Reflection score that approves an answer "
+                                                         "(REFLECTION_MIN_SCORE; default: the preset's)."),
+    max_refinements: Optional[int] = typer.Option(None, help="Retry cap: refinements after the first iteration "
+                                                  "(MAX_REFINEMENT_ATTEMPTS)."),
+    crag_upper: Optional[float] = typer.Option(None, help="CRAG score at or above which retrieval is CORRECT "
+                                               "(CRAG_CORRECT_THRESHOLD)."),
+    crag_lower: Optional[float] = typer.Option(None, help="CRAG score at or below which retrieval is INCORRECT "
+                                               "(CRAG_INCORRECT_THRESHOLD)."),
+    consensus_threshold: Optional[float] = typer.Option(None, help="Hit relevance counted as consensus "
+                                                        "(CONSENSUS_THRESHOLD)."),
+    fallback_collection: Optional[str] = typer.Option(None, help="Collection CRAG's corrective actions search "
+                                                      "(FALLBACK_COLLECTION)."),
+    adaptive_k: Optional[bool] = typer.Option(None, "--adaptive-k/--no-adaptive-k", help="Read only as many chunks "
+                                              "as the question's kind needs (seed 001; ADAPTIVE_K)."),
 ) -> None:
-    """Answer a question (or a file of them); every run is stored for review. With --queries, a line
-    that cannot be answered is reported and the rest are answered (exit 1 if any was left out)."""
+    """Answer a question (or a file of them); every run is stored for review, with the thresholds it
+    ran with. With --queries, a line that cannot be answered is reported and the rest are answered
+    (exit 1 if any was left out)."""
     from services.answering import pipeline
     from services.answering.llm.backends import backend_for
+    from services.answering.presets import configured, with_thresholds
     from services.corpus.stats import require_collection
+    from services.settings import get_settings
 
     if (query is None) == (queries is None):
         fail(WorkbenchError("give either a QUERY or --queries FILE"))
     try:
+        config = with_thresholds(
+            configured(preset, get_settings()), reflection_min_score=reflection_min_score,
+            max_refinement_attempts=max_refinements, crag_correct_threshold=crag_upper,
+            crag_incorrect_threshold=crag_lower, consensus_threshold=consensus_threshold,
+            fallback_collection=fallback_collection, adaptive_k=adaptive_k)
         require_collection(collection)
+        if config.fallback_collection:
+            require_collection(config.fallback_collection)
         backend = backend_for()
         if query is None:
-            _answer_file(queries, out, as_json=as_json, preset=preset, collection=collection, backend=backend)  # type: ignore[arg-type]
+            _answer_file(queries, out, as_json=as_json, preset=preset, collection=collection, backend=backend,  # type: ignore[arg-type]
+                         config=config)
             return
-        run = pipeline.run(query, preset, backend=backend, collection=collection)
+        run = pipeline.run(query, preset, backend=backend, collection=collection, config=config)
     except WorkbenchError as exc:
         fail(exc)
     if as_json:
@@ -48,7 +77,8 @@ def ask(
     typer.echo(shown(run.final_answer or f"(no answer: {run.outcome_note})", lines=True))
 
 
-def _answer_file(queries: Path, out: Path | None, *, as_json: bool, preset: str, collection: str, backend: object) -> None:
+def _answer_file(queries: Path, out: Path | None, *, as_json: bool, preset: str, collection: str, backend: object,
+                 config: FeatureConfig) -> None:
     from services.answering import pipeline
     from services.retrieval.beir_files import read_queries
     from services.review.export_formats import check_target, write_file
@@ -60,7 +90,8 @@ def _answer_file(queries: Path, out: Path | None, *, as_json: bool, preset: str,
     lines: list[str] = []
     for item in tqdm(query_file.queries, desc="answering", unit="question", file=sys.stderr):
         try:
-            run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch")  # type: ignore[arg-type]
+            run = pipeline.run(item.text, preset, backend=backend, collection=collection, source="batch",  # type: ignore[arg-type]
+                               config=config)
         except WorkbenchError as exc:
             problems.append(f"{queries}: query {item.query_id!r} was not answered: {exc}")
             continue

@@ -205,3 +205,167 @@ def test_adaptive_k_reads_only_the_chunks_the_cut_keeps_and_says_where_it_stoppe
     plain = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=Recording((0.9,)),
                          config=get_preset("balanced", enable_adaptive_refinement=False))
     assert not [e for e in plain.events if e.event_type == "adaptive_cut"]  # off by default: nothing cut
+
+
+# --- thresholds a team sets (issue 30) --------------------------------------------------------
+
+def test_a_changed_reflection_minimum_changes_the_next_runs_loop(demo_docs, settings):
+    """The same answers, the same reflection (0.9): a minimum of 0.0 approves it and the run
+    completes; 1.0 withholds approval and the router refines. Each run stores its minimum."""
+    question = "What does SRVO-062 mean?"
+    lenient = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                           settings=settings.model_copy(update={"reflection_min_score": 0.0}))
+    strict = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                          settings=settings.model_copy(update={"reflection_min_score": 1.0}))
+    assert lenient.route == ("COMPLETE",)
+    assert strict.route[0] == "REFINE_QUERY" and len(strict.iterations) > 1
+    assert load_run(lenient.run_id).config["reflection_min_score"] == 0.0
+    assert load_run(strict.run_id).config["reflection_min_score"] == 1.0
+
+
+def test_retry_cap_crag_and_consensus_thresholds_come_from_the_settings(demo_docs, settings):
+    question = "What does SRVO-062 mean?"
+    capped = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.3,)),
+                          settings=settings.model_copy(update={"max_refinement_attempts": 0}))
+    assert capped.route == ("ACCEPT_BEST",) and capped.config["max_refinement_attempts"] == 0
+
+    everything_correct = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                                      settings=settings.model_copy(update={"crag_correct_threshold": 0.0,
+                                                                           "crag_incorrect_threshold": 0.0}))
+    nothing_correct = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                                   settings=settings.model_copy(update={"crag_correct_threshold": 1.0,
+                                                                        "crag_incorrect_threshold": 1.0}))
+    assert everything_correct.iterations[0].crag.verdict == "CORRECT"
+    assert nothing_correct.iterations[0].crag.verdict == "INCORRECT"
+    assert load_run(nothing_correct.run_id).config["crag"]["incorrect_threshold"] == 1.0
+
+    every_hit_agrees = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                                    settings=settings.model_copy(update={"consensus_threshold": 0.0}))
+    raw = every_hit_agrees.iterations[0].raw_metrics
+    assert raw["consensus_count"] == raw["hits"] > 1 and raw["consensus_threshold"] == 0.0
+    assert every_hit_agrees.config["consensus_threshold"] == 0.0
+
+
+class Regenerate(ScriptedBackend):
+    """A model whose own reflection approves the answer yet asks for better retrieval."""
+
+    def reflect(self, query: str, answer: str, chunks: Sequence[Hit]) -> Reflection:
+        return Reflection(True, False, 0.9, ("1",), "grounded, but the retrieval missed the procedure", True)
+
+
+def test_the_reflections_needs_regeneration_is_honoured(demo_docs, settings):
+    lenient = settings.model_copy(update={"reflection_min_score": 0.0})
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=Regenerate(), settings=lenient)
+    assert run.route[0] == "REFINE_QUERY" and "regeneration" in run.iterations[0].decision_reason
+    assert run.route[-1] == "ACCEPT_BEST"  # the cap still ends the loop
+
+
+# --- presets a team can compare (issue 30) ------------------------------------------------------
+
+class ManyGaps(ScriptedBackend):
+    """Finds four gaps and grades 2/5 with one suggested refinement."""
+
+    def identify_gaps(self, query: str, answer: str, chunks: Sequence[Hit]) -> list[str]:
+        return ["battery", "voltage", "remaster", "pack"]
+
+    def grade(self, query: str, answer: str) -> Grade:
+        return Grade(2, ("battery",), ("pulsecoder battery replacement procedure",))
+
+
+def test_as_written_uses_the_graders_refinement_and_three_gap_queries(demo_docs):
+    question = "What does SRVO-062 mean?"
+    as_written = pipeline.run(question, "as-written", DEFAULT_PROFILE, backend=ManyGaps((0.3,)))
+    balanced = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ManyGaps((0.3,)))
+    refined, plain = as_written.iterations[1].query_used.split(" | "), balanced.iterations[1].query_used.split(" | ")
+    assert "pulsecoder battery replacement procedure" in refined
+    assert "pulsecoder battery replacement procedure" not in plain
+    assert [q for q in refined if q.startswith(("battery ", "voltage ", "remaster ", "pack "))] == [
+        "battery What does SRVO-062 mean?", "voltage What does SRVO-062 mean?", "remaster What does SRVO-062 mean?"]
+    assert len([q for q in plain if q.endswith(" What does SRVO-062 mean?")]) == 2
+    assert len(as_written.iterations) == 4  # seed 000's cap: 3 refinements after the first try
+
+
+def test_as_written_completes_only_at_the_notes_point_seven(demo_docs):
+    """A reflection of 0.8 (approved) and a grade of 2/5 blend to between 0.5 and 0.7: enough
+    for balanced to complete, not for as-written."""
+    question = "What does SRVO-062 mean?"
+    balanced = pipeline.run(question, "balanced", DEFAULT_PROFILE, backend=ManyGaps((0.8,)))
+    as_written = pipeline.run(question, "as-written", DEFAULT_PROFILE, backend=ManyGaps((0.8,)))
+    assert 0.5 <= balanced.iterations[0].confidence < 0.7
+    assert balanced.route == ("COMPLETE",)
+    assert as_written.route[0] == "REFINE_QUERY"
+    assert all(it.confidence >= 0.7 for it in as_written.iterations if it.decision == "COMPLETE")
+
+
+def test_full_preset_cuts_adaptively_and_adaptive_k_is_a_setting(demo_docs, settings):
+    full = pipeline.run("What does SRVO-062 mean?", "full", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)))
+    assert any(e.event_type == "adaptive_cut" for e in full.events) and full.config["enable_decomposition"]
+    switched = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                            settings=settings.model_copy(update={"adaptive_k": True}))
+    assert any(e.event_type == "adaptive_cut" for e in switched.events) and switched.config["adaptive_k"] is True
+
+
+# --- CRAG's corrective actions with a fallback collection (issue 30) ----------------------------
+
+VENDOR_DOCS = {
+    "battery-kit.md": "# Pulsecoder battery kit\nThe vendor's battery kit for SRVO-062 holds four D cells; swap them "
+                      "with the controller powered on so the encoder keeps its count.",
+    "remaster.md": "# Quick remastering\nAfter SRVO-062, zero-position mastering restores the axis in ten minutes.",
+}
+
+
+@pytest.fixture()
+def vendor_collection(demo_docs, tmp_path):
+    from services.corpus.ingest import ingest_paths
+
+    root = tmp_path / "vendor"
+    root.mkdir()
+    for name, body in VENDOR_DOCS.items():
+        (root / name).write_text(body, encoding="utf-8")
+    ingest_paths([root], collection="vendor")
+    return "vendor"
+
+
+def _crag_forced(settings, verdict: str, **more):  # type: ignore[no-untyped-def]
+    """Settings whose CRAG thresholds give every retrieval `verdict`."""
+    upper, lower = {"INCORRECT": (1.0, 1.0), "AMBIGUOUS": (1.0, 0.0)}[verdict]
+    return settings.model_copy(update={"crag_correct_threshold": upper, "crag_incorrect_threshold": lower, **more})
+
+
+def test_incorrect_discards_the_corpus_and_answers_from_the_fallback_collection_only(vendor_collection, settings):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                       settings=_crag_forced(settings, "INCORRECT", fallback_collection="vendor"))
+    first = load_run(run.run_id).iterations[0]
+    assert first.crag.verdict == "INCORRECT" and "discarded the" in first.crag.action_outcome
+    assert first.hits and {h.origin for h in first.hits} == {"collection:vendor"}
+    assert {h.external_id for h in first.hits} <= set(VENDOR_DOCS)
+    assert first.citations[0].external_id in VENDOR_DOCS  # the answer was composed from the fallback's text
+    assert run.config["fallback_collection"] == "vendor"
+    assert any(e.event_type == "fallback_searched" for e in run.events)
+
+
+def test_ambiguous_fuses_the_corpus_and_the_fallback_and_each_hit_says_where_from(vendor_collection, settings):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                       settings=_crag_forced(settings, "AMBIGUOUS", fallback_collection="vendor"))
+    first = load_run(run.run_id).iterations[0]
+    assert first.crag.verdict == "AMBIGUOUS" and "fused the corpus hits" in first.crag.action_outcome
+    origins = {h.external_id: h.origin for h in first.hits}
+    assert set(origins.values()) == {"collection:default", "collection:vendor"}
+    assert all(origin == ("collection:vendor" if doc in VENDOR_DOCS else "collection:default")
+               for doc, origin in origins.items())
+
+
+def test_without_a_fallback_source_the_action_says_so_and_the_corpus_hits_stand(vendor_collection, settings):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                       settings=_crag_forced(settings, "INCORRECT"))
+    first = run.iterations[0]
+    assert first.crag.action_outcome == "fallback unavailable"
+    assert {h.origin for h in first.hits} == {"collection:default"}
+
+
+def test_a_fallback_that_fails_is_said_on_the_iteration_and_the_run_is_stored(vendor_collection, settings):
+    run = pipeline.run("What does SRVO-062 mean?", "balanced", DEFAULT_PROFILE, backend=ScriptedBackend((0.9,)),
+                       settings=_crag_forced(settings, "INCORRECT", fallback_collection="no-such-collection"))
+    first = load_run(run.run_id).iterations[0]
+    assert "failed, kept the corpus hits" in first.crag.action_outcome
+    assert first.errors[0]["stage"] == "fallback" and {h.origin for h in first.hits} == {"collection:default"}

@@ -110,3 +110,11 @@ def test_blend_lets_the_answer_judges_outweigh_retrieval():
 def test_query_complexity():
     assert query_complexity("What is SRVO-062?", ()) == "simple"
     assert query_complexity("x", ("a", "b")) == "complex"
+
+
+def test_needs_regeneration_withholds_complete_and_acceptance():
+    asked = decide(_state(confidence=0.9, reflection_approved=True, needs_regeneration=True, has_gaps=False))
+    assert asked.action == RouterAction.REFINE_QUERY and "regeneration" in asked.reason
+    assert decide(_state(confidence=0.9, reflection_approved=True, has_gaps=False)).action == RouterAction.COMPLETE
+    capped = decide(_state(confidence=0.9, needs_regeneration=True, iteration=3, max_iterations=3))
+    assert capped.action == RouterAction.ACCEPT_BEST

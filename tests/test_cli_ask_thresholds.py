@@ -1,0 +1,40 @@
+"""`workbench ask` with the loop's thresholds set per run: stored with the run, or refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from services.answering.runs import load_run
+from services.cli import app
+
+
+def _ingest(tmp_path: Path) -> None:
+    (tmp_path / "grease.md").write_text("# Reducer grease\nReplace the J2 reducer grease every 20,000 hours.\n",
+                                        encoding="utf-8")
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+
+
+def test_ask_options_set_the_thresholds_the_run_stores(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    _ingest(tmp_path)
+    result = CliRunner().invoke(app, [
+        "ask", "How often is the J2 grease replaced?", "--json", "--preset", "as-written",
+        "--reflection-min-score", "0.65", "--max-refinements", "0", "--crag-upper", "0.6", "--crag-lower", "0.2",
+        "--consensus-threshold", "0.5", "--adaptive-k"])
+    assert result.exit_code == 0, result.output
+    config = load_run(json.loads(result.stdout)["run_id"]).config
+    assert config["preset"] == "as-written" and config["reflection_min_score"] == 0.65
+    assert config["max_refinement_attempts"] == 0 and config["adaptive_k"] is True
+    assert (config["crag"]["correct_threshold"], config["crag"]["incorrect_threshold"]) == (0.6, 0.2)
+    assert config["consensus_threshold"] == 0.5
+    assert len(json.loads(result.stdout)["route"]) == 1  # a retry cap of 0: one iteration
+
+
+def test_a_crag_lower_threshold_above_the_upper_is_refused(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    _ingest(tmp_path)
+    result = CliRunner().invoke(app, ["ask", "How often is the J2 grease replaced?", "--crag-upper", "0.3",
+                                      "--crag-lower", "0.5"])
+    assert result.exit_code != 0 and "CRAG lower threshold 0.5 is above the upper one 0.3" in result.output
