@@ -18,8 +18,8 @@ from swagger_ui_bundle import swagger_ui_path
 
 from api.access_log import redact_access_log
 from api.errors import http_error, validation_failed, workbench_error
-from api.gate import AuthenticateFirst, BodyReads
-from api.limits import BodySizeLimit
+from api.gate import AuthenticateFirst
+from api.limits import BodyReads, BodySizeLimit
 from api.routes import router
 from api.traces import refuse_export
 from api.traces import router as traces_router
@@ -77,10 +77,9 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.state.body_reads = BodyReads()
     app.include_router(router)
     app.include_router(traces_router)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes, body_reads=app.state.body_reads)
     # Added last, so it runs first: no body is read for a request without a valid key.
-    app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, body_reads=app.state.body_reads,
-                       refusals={"/v1/traces": refuse_export})
+    app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, refusals={"/v1/traces": refuse_export})
     app.add_exception_handler(WorkbenchError, workbench_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
     app.add_exception_handler(HTTPException, http_error)

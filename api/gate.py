@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.errors import NotAuthenticatedError, WorkbenchError
 from services.intake.trace_keys import TraceKeys
@@ -30,21 +30,11 @@ OPEN_PREFIXES = ("/docs-assets/",)
 Refusal = Callable[[int, str, Scope], Response]
 
 
-class BodyReads:
-    """How many request bodies the routes began to read: a refused request adds nothing,
-    which is how a test sees that a stranger's body was never parsed."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
 class AuthenticateFirst:
-    def __init__(self, app: ASGIApp, *, settings: Settings, keys: TraceKeys, body_reads: BodyReads,
-                 refusals: dict[str, Refusal]) -> None:
+    def __init__(self, app: ASGIApp, *, settings: Settings, keys: TraceKeys, refusals: dict[str, Refusal]) -> None:
         self.app = app
         self.settings = settings
         self.keys = keys
-        self.body_reads = body_reads
         self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -56,7 +46,7 @@ class AuthenticateFirst:
         except WorkbenchError as exc:
             await self._refuse(exc, scope)(scope, receive, send)
             return
-        await self.app(scope, self._counted(receive), send)
+        await self.app(scope, receive, send)
 
     def _verify(self, key: str | None) -> None:
         if not key:  # no round trip to the store for a request that carries no key at all
@@ -76,18 +66,6 @@ class AuthenticateFirst:
             response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
-    def _counted(self, receive: Receive) -> Receive:
-        started = False
-
-        async def counted_receive() -> Message:
-            nonlocal started
-            if not started:
-                started = True
-                self.body_reads.count += 1
-            return await receive()
-
-        return counted_receive
-
 
 def presented_key(scope: Scope) -> str | None:
     """The key in `Authorization: Bearer <key>` or `X-API-Key: <key>` (api/auth.py's two schemes)."""
@@ -104,4 +82,4 @@ def _is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
-__all__ = ["AuthenticateFirst", "BodyReads", "presented_key"]
+__all__ = ["AuthenticateFirst", "presented_key"]

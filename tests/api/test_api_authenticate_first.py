@@ -69,6 +69,18 @@ def test_the_body_read_counter_counts_an_authenticated_push(app, base_url, key):
     assert app.state.body_reads.count == before + 2
 
 
+def test_a_keyed_body_over_the_limit_is_refused_before_it_is_read(app, base_url, key, settings):  # type: ignore[no-untyped-def]
+    over = json.dumps([RUN] * 2_000).encode()
+    assert len(over) > settings.api_max_body_bytes
+    before = app.state.body_reads.count
+    with httpx.Client(base_url=base_url, timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
+        runs = http.post("/runs", content=over, headers={"Content-Type": "application/json"})
+        assert runs.status_code == 413 and "API_MAX_BODY_BYTES" in runs.json()["detail"]
+        traces = http.post("/v1/traces", content=over, headers={"Content-Type": "application/json"})
+        assert traces.status_code == 413 and "API_MAX_BODY_BYTES" in traces.json()["message"]
+    assert app.state.body_reads.count == before
+
+
 def test_assess_without_a_key_is_401_not_the_bodys_field_errors(base_url, clean_db):  # type: ignore[no-untyped-def]
     with httpx.Client(base_url=base_url, timeout=60) as http:
         response = http.post("/assess", json={"question": 3, "contexts": "none"})
