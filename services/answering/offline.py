@@ -25,9 +25,10 @@ from services.judging._sentences import MARKERS, chunk_sentences, strip_markers
 from services.judging.adequacy import addressing, answer_relevance, grade_answer
 from services.judging.features import Embed
 from services.judging.vectors import cached_embedder
+from services.judging.verdict import ABSTAINED, UNCHECKED
 from services.scoring.blend import REFLECTION_MIN_SCORE
 
-PROMPT_VERSION = "offline-2"  # 2: judged by services.judging (claims, atoms, fitted P(supported))
+PROMPT_VERSION = "offline-3"  # 2: judged by services.judging; 3: reflection = P(supported) with addressing
 MODEL_ID = "extractive-mmr-v1"
 
 # Sentence relevance to the query. Cosine alone ranks fluent paraphrases of the question's
@@ -168,8 +169,8 @@ def reflection_from_verdict(verdict: Verdict, query: str, answer: str, embed: Em
     question by a rule that holds is held at its P."""
     cited = sorted({int(n) for group in MARKERS.findall(answer) for n in re.split(r"\s*,\s*", group)})
     p = verdict.p_supported
-    score = GROUNDING_WEIGHT * p + (1 - GROUNDING_WEIGHT) * addressing(
-        query, answer, relevance=answer_relevance(query, answer, embed))
+    addresses = addressing(query, answer, relevance=answer_relevance(query, answer, embed))
+    score = GROUNDING_WEIGHT * p + (1 - GROUNDING_WEIGHT) * addresses
     if not verdict.grounded or verdict.features.get("contradiction", 0.0) >= 1.0:
         score = min(score, p)
     return Reflection(
@@ -177,7 +178,8 @@ def reflection_from_verdict(verdict: Verdict, query: str, answer: str, embed: Em
         hallucination_detected=bool(verdict.unsupported_words) or any(c.reversed for c in verdict.claims),
         reflection_score=round(score, 4),
         sources_cited=tuple(map(str, cited)),
-        reflection_reason=verdict.reason,
+        reflection_reason=verdict.reason if verdict.label in (ABSTAINED, UNCHECKED)
+        else f"{verdict.reason}; addresses the question {addresses:.2f}",
         needs_regeneration=score < REFLECTION_MIN_SCORE,
         sentence_support=tuple(c.support for c in verdict.claims),
     )
