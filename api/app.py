@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from swagger_ui_bundle import swagger_ui_path
 
 from api.access_log import redact_access_log
+from api.assess_limits import AssessSlots
 from api.errors import http_error, validation_failed, workbench_error
 from api.gate import AuthenticateFirst
 from api.limits import BodyReads, BodySizeLimit
@@ -75,6 +76,7 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.state.worker = AssessmentWorker(settings) if assess else None
     app.state.keys = TraceKeys()  # keys verified at most every 30 s before the body; endpoints verify again
     app.state.body_reads = BodyReads()
+    app.state.assess_slots = AssessSlots(settings.api_assess_max_concurrent)
     app.include_router(router)
     app.include_router(traces_router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes, body_reads=app.state.body_reads)

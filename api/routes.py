@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from api.assess_limits import check_assess_budget
 from api.auth import presented_key
 from api.errors import MAX_LISTED_PROBLEMS, TooManyProblemsError
 from api.models import (
@@ -136,8 +137,10 @@ def reviewed_runs(reviewed_since_: Annotated[datetime, Query(alias="reviewed_sin
 
 @router.post("/assess", tags=["runs"], response_model=AssessResponse,
              summary="Score a question, its contexts and an answer now, storing nothing",
-             responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."}})
-def assess(body: AssessRequest, key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings),
+             responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."},
+                        503: {"model": ErrorResponse, "description": "Too many assessments at once (Retry-After)."}})
+def assess(body: AssessRequest, request: Request, key: str | None = Depends(presented_key),
+           settings: Settings = Depends(app_settings),
            judges: bool = Query(True, description="false: the retrieval breakdown only (no CRAG, reflection, grading)."),
            collection: str = Query("default", max_length=200,
                                    description="Whose documents and BM25 statistics score contexts that carry "
@@ -145,9 +148,12 @@ def assess(body: AssessRequest, key: str | None = Depends(presented_key), settin
     """The assessment a pushed run gets, answered at once and not stored: the seven-metric
     breakdown on the contexts you send (your retriever's scores where you send them, the
     workbench's where not, and which components could not be computed), CRAG, reflection
-    and grading of the answer, the blended confidence, and the status the run would get."""
+    and grading of the answer, the blended confidence, and the status the run would get.
+    It is bounded below a push (API_ASSESS_MAX_CONTEXTS, API_ASSESS_MAX_CONTEXT_CHARS: 422
+    past them) and runs a few at a time (API_ASSESS_MAX_CONCURRENT: 503 with Retry-After)."""
     require_storable(collection, "the collection")
-    with transaction(settings) as session:
+    check_assess_budget(body.contexts, settings)
+    with request.app.state.assess_slots.taken(), transaction(settings) as session:
         verify_api_key(key, session=session)
         record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None,
                              reference=None)

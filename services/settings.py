@@ -60,6 +60,13 @@ class Settings(StoreSettings):
     api_port: int = 8000
     api_max_body_bytes: int = Field(default=4_000_000, ge=1_000)
     api_max_batch: int = Field(default=500, ge=1)
+    # POST /assess answers while the client waits, so its work is bounded below a push's: at
+    # most this many contexts and characters of context per request (422 past them; POST
+    # /runs takes more, assessed in the background), and this many assessments at once (503
+    # with Retry-After past it) so they cannot take every thread the API has.
+    api_assess_max_contexts: int = Field(default=50, ge=1)
+    api_assess_max_context_chars: int = Field(default=200_000, ge=1_000)
+    api_assess_max_concurrent: int = Field(default=4, ge=1)
     # Traces (POST /v1/traces): a trace is assembled into a run once its root span has arrived
     # and nothing more of it for OTLP_SETTLE_SECONDS (exports can arrive out of order), or,
     # when no root span comes, once nothing of it has arrived for OTLP_QUIET_SECONDS.
