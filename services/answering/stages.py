@@ -14,6 +14,10 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.answering import decisions
+
+# `correct` is re-exported: intake's assessment runs CRAG through the stages too.
+from services.answering.corrective import correct as correct
+from services.answering.corrective import correct_and_act, merge_results, search_fallback, with_origin
 from services.answering.decisions import Decision
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
 from services.answering.offline import reflection_from_verdict
@@ -21,7 +25,7 @@ from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult, RouterAction
-from services.errors import InputError, LLMError, WorkbenchError
+from services.errors import InputError, LLMError
 from services.judging import Verdict, judge_answer
 from services.judging.model import JudgeModel
 from services.judging.nli import Entail, nli_scorer
@@ -30,7 +34,7 @@ from services.retrieval.adaptive import cut_for_question
 from services.retrieval.search import default_params, search_in_session
 from services.scoring import confidence as conf
 from services.scoring.blend import blended_confidence
-from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict, decompose_then_recompose, evaluate_retrieval
+from services.scoring.crag import CragVerdict, FallbackSource, RetrievalVerdict
 from services.scoring.weights import COMPONENTS, WeightsProfile
 from services.settings import Settings
 from services.store import read_transaction
@@ -155,76 +159,6 @@ def score(ctx: IterationContext, result: RetrievalResult) -> Scored:
     ctx.setup.emit("confidence_scored", f"retrieval confidence {retrieval_conf:.2f} ({profile.level(retrieval_conf)})",
                    confidence=retrieval_conf, components=dict(zip(COMPONENTS, components.tolist())))
     return Scored(raw, tuple(float(c) for c in components), retrieval_conf)
-
-
-def correct(ctx: IterationContext, result: RetrievalResult,
-            vectors: np.ndarray | None) -> tuple[CragVerdict | None, Sequence[Hit]]:
-    """CRAG's verdict and the chunks generation reads, where no fallback can replace the
-    hits (an assessment of a run from outside judges the contexts it was given)."""
-    verdict, _, chunks = correct_and_act(ctx, result, vectors)
-    return verdict, chunks
-
-
-def correct_and_act(ctx: IterationContext, result: RetrievalResult,
-                    vectors: np.ndarray | None) -> tuple[CragVerdict | None, RetrievalResult, Sequence[Hit]]:
-    """CRAG's verdict, the retrieval the answer stands on, and the chunks generation reads:
-    those with a relevant strip, when any.
-
-    Seed 002's corrective actions act when a fallback source is set: INCORRECT discards the
-    corpus hits and answers from the fallback alone, AMBIGUOUS fuses both. Without one the
-    verdict's outcome says so and the corpus hits stand."""
-    setup = ctx.setup
-    if not setup.config.enable_crag_evaluation:
-        return None, result, result.hits
-    verdict = ctx.timed("crag", lambda: evaluate_retrieval(setup.query, result.hits, chunk_vectors=vectors,
-                                                           config=setup.config.crag))
-    if verdict.verdict != RetrievalVerdict.CORRECT:
-        if setup.fallback is None or ctx.plan.use_fallback:
-            outcome = "fallback unavailable" if setup.fallback is None else "fallback already searched by this iteration"
-            verdict = dataclasses.replace(verdict, action_outcome=outcome)
-            setup.emit("fallback_unavailable", f"CRAG {verdict.verdict}: {outcome}", verdict=verdict.verdict)
-        else:
-            result, verdict = _act_on_verdict(ctx, result, verdict, setup.fallback)
-    chunks: Sequence[Hit] = result.hits
-    if verdict.kept_chunk_ids:  # decompose-then-recompose: drop chunks with no relevant strip
-        kept = set(verdict.kept_chunk_ids)
-        chunks = [h for h in result.hits if h.chunk_id in kept]
-    setup.emit("crag_evaluated", verdict.reasoning, verdict=verdict.verdict, score=verdict.score, action=verdict.action,
-               outcome=verdict.action_outcome)
-    return verdict, result, chunks
-
-
-def _act_on_verdict(ctx: IterationContext, result: RetrievalResult, verdict: CragVerdict,
-                    fallback: FallbackSource) -> tuple[RetrievalResult, CragVerdict]:
-    """Search the fallback for the planned queries; INCORRECT answers from what it found
-    alone, AMBIGUOUS from both fused. A source that fails or finds nothing leaves the corpus
-    hits standing, and the outcome says which happened."""
-    setup = ctx.setup
-    ctx.crag_fallback = True
-    try:
-        found = ctx.timed("fallback", lambda: _search_fallback(setup, ctx.plan, fallback))
-    except WorkbenchError as exc:
-        ctx.errors.append({"stage": "fallback", "kind": "unavailable", "message": str(exc)})
-        outcome = f"fallback {fallback.name} failed, kept the corpus hits: {exc}"
-        setup.emit("fallback_failed", outcome, source=fallback.name, verdict=verdict.verdict)
-        return result, dataclasses.replace(verdict, action_outcome=outcome)
-    if not found.hits:
-        used, outcome = result, f"fallback {fallback.name} found nothing; kept the corpus hits"
-    elif verdict.verdict == RetrievalVerdict.INCORRECT:
-        used = found
-        outcome = (f"discarded the {len(result.hits)} corpus hits; answered from {fallback.name} alone "
-                   f"({len(found.hits)} hits)")
-    else:
-        used = merge_results([result, found], k=setup.config.k)
-        from_fallback = sum(1 for h in used.hits if h.origin == fallback.name)
-        outcome = (f"fused the corpus hits with {len(found.hits)} from {fallback.name}: {from_fallback} of the "
-                   f"{len(used.hits)} kept came from it")
-    setup.emit("fallback_searched", outcome, source=fallback.name, verdict=verdict.verdict, found=len(found.hits),
-               used=len(used.hits))
-    # The strips are recomposed from the hits the answer now stands on.
-    strips = decompose_then_recompose(setup.query, used.hits, config=setup.config.crag) if used.hits else ()
-    return used, dataclasses.replace(verdict, action_outcome=outcome, strips=strips,
-                                     kept_chunk_ids=tuple(dict.fromkeys(s.chunk_id for s in strips)))
 
 
 def read_adaptively(ctx: IterationContext, result: RetrievalResult, chunks: Sequence[Hit]) -> Sequence[Hit]:
@@ -369,40 +303,13 @@ def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | 
     params = default_params(settings, mode=config.retrieval_mode, k=config.k, collection=setup.collection)
     origin = f"collection:{setup.collection}"
     with read_transaction(settings) as session:
-        results = [_with_origin(search_in_session(q, params, session=session, settings=settings), origin)
+        results = [with_origin(search_in_session(q, params, session=session, settings=settings), origin)
                    for q in plan.queries]
         if plan.use_fallback and setup.fallback is not None:
-            results.append(_search_fallback(setup, Plan(plan.queries[:1]), setup.fallback))
+            results.append(search_fallback(setup, Plan(plan.queries[:1]), setup.fallback))
         merged = results[0] if len(results) == 1 else merge_results(results, k=config.k)
         vectors = _chunk_vectors(session, setup.collection, [h.chunk_id for h in merged.hits[:3]])
     return merged, vectors
-
-
-def _search_fallback(setup: RunSetup, plan: Plan, fallback: FallbackSource) -> RetrievalResult:
-    """The fallback's hits for every planned query, fused, each saying it came from there."""
-    results = [_with_origin(fallback.search(q, setup.config.k), fallback.name) for q in plan.queries]
-    return results[0] if len(results) == 1 else merge_results(results, k=setup.config.k)
-
-
-def _with_origin(result: RetrievalResult, origin: str) -> RetrievalResult:
-    hits = tuple(h if h.origin else dataclasses.replace(h, origin=origin) for h in result.hits)
-    return dataclasses.replace(result, hits=hits)
-
-
-def merge_results(results: Sequence[RetrievalResult], *, k: int, rrf_k: int = 60) -> RetrievalResult:
-    """Fuse the hit lists of several queries by RRF; each chunk keeps its best-ranked scores."""
-    scores: dict[int, float] = {}
-    best: dict[int, Hit] = {}
-    for result in results:
-        for hit in result.hits:
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (rrf_k + hit.rank)
-            if hit.chunk_id not in best or hit.rank < best[hit.chunk_id].rank:
-                best[hit.chunk_id] = hit
-    order = sorted(scores, key=lambda cid: (-scores[cid], cid))[:k]
-    hits = tuple(dataclasses.replace(best[cid], rank=i + 1, fused_score=scores[cid]) for i, cid in enumerate(order))
-    first = results[0]  # the original question: its entities are what entity support checks
-    return dataclasses.replace(first, query=" | ".join(r.query for r in results), hits=hits,
-                               latency_ms=sum(r.latency_ms for r in results))
 
 
 # The collection is bound by id: chunks are partitioned by collection, and a bound value lets
