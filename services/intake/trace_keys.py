@@ -1,5 +1,6 @@
-"""API keys for POST /v1/traces, verified against the store at most once per key every
-`ttl_seconds` instead of on every export.
+"""API keys verified against the store at most once per key every `ttl_seconds` instead of on
+every request: by api/gate.py before any body is read (every authenticated route), and by
+POST /v1/traces before it stores spans.
 
 An exporter sends many small exports a second with the same key; verifying each is a round
 trip of its own. A key verified lately is taken on trust for the decode, and store_spans
