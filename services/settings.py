@@ -85,6 +85,11 @@ class Settings(StoreSettings):
     # A collection of this store CRAG's corrective actions search when the corpus does not
     # answer (INCORRECT: answer from it alone; AMBIGUOUS: fuse it with the corpus).
     fallback_collection: str | None = None
+    # Else a SearxNG instance (its JSON format enabled) CRAG searches instead; the key, when
+    # set, goes as a bearer token. A search slower than the timeout is a warning on the run.
+    web_search_url: str | None = None
+    web_search_api_key: SecretStr | None = None
+    web_search_timeout_s: float = Field(default=10.0, gt=0)
 
 
 @lru_cache(maxsize=1)

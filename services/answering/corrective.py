@@ -70,10 +70,7 @@ def _act_on_verdict(ctx: IterationContext, result: RetrievalResult, verdict: Cra
     try:
         found = ctx.timed("fallback", lambda: search_fallback(setup, ctx.plan, fallback))
     except WorkbenchError as exc:
-        ctx.errors.append({"stage": "fallback", "kind": "unavailable", "message": str(exc)})
-        outcome = f"fallback {fallback.name} failed, kept the corpus hits: {exc}"
-        setup.emit("fallback_failed", outcome, source=fallback.name, verdict=verdict.verdict)
-        return result, dataclasses.replace(verdict, action_outcome=outcome)
+        return result, dataclasses.replace(verdict, action_outcome=fallback_failed(ctx, fallback, exc))
     if not found.hits:
         used, outcome = result, f"fallback {fallback.name} found nothing; kept the corpus hits"
     elif verdict.verdict == RetrievalVerdict.INCORRECT:
@@ -91,6 +88,15 @@ def _act_on_verdict(ctx: IterationContext, result: RetrievalResult, verdict: Cra
     strips = decompose_then_recompose(setup.query, used.hits, config=setup.config.crag) if used.hits else ()
     return used, dataclasses.replace(verdict, action_outcome=outcome, strips=strips,
                                      kept_chunk_ids=tuple(dict.fromkeys(s.chunk_id for s in strips)))
+
+
+def fallback_failed(ctx: IterationContext, fallback: FallbackSource, exc: WorkbenchError) -> str:
+    """Record a fallback that failed (timeout, unreachable, malformed reply, no such collection)
+    as a warning on the iteration; the run goes on with the corpus hits."""
+    outcome = f"fallback {fallback.name} failed, kept the corpus hits: {exc}"
+    ctx.errors.append({"stage": "fallback", "kind": "unavailable", "message": str(exc)})
+    ctx.setup.emit("fallback_failed", outcome, source=fallback.name)
+    return outcome
 
 
 def search_fallback(setup: RunSetup, plan: Plan, fallback: FallbackSource) -> RetrievalResult:

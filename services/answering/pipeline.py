@@ -22,7 +22,7 @@ from services.domain import FINAL_ACTIONS, RouterAction, RunStatus
 from services.errors import LLMError
 from services.judging.refit import active_model
 from services.retrieval.expansion import expansion_terms
-from services.retrieval.fallback import CollectionFallback
+from services.retrieval.fallback import configured_fallback
 from services.retrieval.search import clean_query
 from services.scoring.crag import FallbackSource
 from services.scoring.weights import WeightsProfile
@@ -77,8 +77,8 @@ def run(
 
         weights_profile, profile_id = active_profile()
     backend = backend or backend_for(settings)
-    if fallback is None and config.fallback_collection and config.enable_fallback:
-        fallback = CollectionFallback(config.fallback_collection, settings)
+    if fallback is None and config.enable_fallback:
+        fallback = configured_fallback(config.fallback_collection, settings)
     emit = _Emitter(on_event)
     emit("adaptive_refinement_start", f"Answering with the {preset} preset", preset=preset, backend=backend.name)
     with read_transaction(settings) as session:

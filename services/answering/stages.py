@@ -17,7 +17,13 @@ from services.answering import decisions
 
 # `correct` is re-exported: intake's assessment runs CRAG through the stages too.
 from services.answering.corrective import correct as correct
-from services.answering.corrective import correct_and_act, merge_results, search_fallback, with_origin
+from services.answering.corrective import (
+    correct_and_act,
+    fallback_failed,
+    merge_results,
+    search_fallback,
+    with_origin,
+)
 from services.answering.decisions import Decision
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
 from services.answering.offline import reflection_from_verdict
@@ -25,7 +31,7 @@ from services.answering.presets import FeatureConfig
 from services.answering.runs import Iteration
 from services.corpus.indexing import find_collection
 from services.domain import Hit, RetrievalResult, RouterAction
-from services.errors import InputError, LLMError
+from services.errors import InputError, LLMError, WorkbenchError
 from services.judging import Verdict, judge_answer
 from services.judging.model import JudgeModel
 from services.judging.nli import Entail, nli_scorer
@@ -140,7 +146,7 @@ def retrieve(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]
     """Search every planned query (and the fallback source when planned), fused by RRF, with
     the top three chunks' embeddings for CRAG's agreement signal."""
     setup, plan = ctx.setup, ctx.plan
-    result, vectors = ctx.timed("retrieval", lambda: _search(setup, plan))
+    result, vectors = ctx.timed("retrieval", lambda: _search(ctx))
     setup.emit("retrieval_complete", f"{len(result.hits)} hits ({result.mode})", hits=len(result.hits),
                queries=list(plan.queries), fallback=plan.use_fallback)
     return result, vectors
@@ -298,7 +304,8 @@ def _iteration(ctx: IterationContext, result: RetrievalResult, scored: Scored, v
 
 # --- retrieval ------------------------------------------------------------------------------
 
-def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | None]:
+def _search(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]:
+    setup, plan = ctx.setup, ctx.plan
     config, settings = setup.config, setup.settings
     params = default_params(settings, mode=config.retrieval_mode, k=config.k, collection=setup.collection)
     origin = f"collection:{setup.collection}"
@@ -306,7 +313,10 @@ def _search(setup: RunSetup, plan: Plan) -> tuple[RetrievalResult, np.ndarray | 
         results = [with_origin(search_in_session(q, params, session=session, settings=settings), origin)
                    for q in plan.queries]
         if plan.use_fallback and setup.fallback is not None:
-            results.append(search_fallback(setup, Plan(plan.queries[:1]), setup.fallback))
+            try:
+                results.append(search_fallback(setup, Plan(plan.queries[:1]), setup.fallback))
+            except WorkbenchError as exc:  # the run goes on with the corpus, and says why
+                fallback_failed(ctx, setup.fallback, exc)
         merged = results[0] if len(results) == 1 else merge_results(results, k=config.k)
         vectors = _chunk_vectors(session, setup.collection, [h.chunk_id for h in merged.hits[:3]])
     return merged, vectors

@@ -1,4 +1,5 @@
-"""Fallback sources for CRAG: none by default, or a second collection in the same database."""
+"""Fallback sources for CRAG: none by default, a second collection in the same database, or a
+web search (services.retrieval.web_search)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from services.corpus.stats import require_collection
 from services.domain import RetrievalResult
 from services.retrieval.search import default_params, search
+from services.retrieval.web_search import WebSearchFallback
 from services.settings import Settings
 
 
@@ -26,3 +28,13 @@ class CollectionFallback:
         fallback must not pass for one that found nothing)."""
         require_collection(self.collection, settings=self.settings)
         return search(query, default_params(self.settings, collection=self.collection, k=k), settings=self.settings)
+
+
+def configured_fallback(collection: str | None, settings: Settings) -> CollectionFallback | WebSearchFallback | None:
+    """The fallback a run uses: the named collection, else the web search at WEB_SEARCH_URL, else none."""
+    if collection:
+        return CollectionFallback(collection, settings)
+    if settings.web_search_url:
+        key = settings.web_search_api_key.get_secret_value() if settings.web_search_api_key else None
+        return WebSearchFallback(settings.web_search_url, key, settings.web_search_timeout_s)
+    return None
