@@ -12,6 +12,7 @@ import streamlit as st
 from app_pages.common import as_plain, cached_active_profile_label
 from services.errors import InputError
 from services.scoring.profiles import ScoringProfile, active_profile, list_profiles
+from services.scoring.run_matrix import run_store_epoch
 from services.scoring.tuning import RunMatrix, load_run_matrix
 from services.scoring.weights import COMPONENTS, WeightsProfile
 
@@ -22,9 +23,23 @@ LAST_VALID_KEY = "tuning.last_valid"  # the profile drawn while the sliders are 
 
 # --- cached getters ----------------------------------------------------------------------------
 
-@st.cache_data(ttl=30, show_spinner="Loading stored runs…")
-def cached_run_matrix() -> RunMatrix:
+# A resource, not data: st.cache_data would pickle and copy the arrays on every rerun (at a
+# million runs that copy, not the re-score, is what a slider move waits for). The matrix is
+# read-only (load_run_matrix sets it so), so every session may share the one copy.
+MATRIX_TTL_S = 300
+
+
+@st.cache_resource(ttl=MATRIX_TTL_S, show_spinner="Loading stored runs…", max_entries=2)
+def _kept_run_matrix(store_epoch: str) -> RunMatrix:
     return load_run_matrix()
+
+
+def cached_run_matrix() -> RunMatrix:
+    """The stored runs' matrix, loaded at most MATRIX_TTL_S ago from this store (run_store_epoch)."""
+    return _kept_run_matrix(run_store_epoch())
+
+
+cached_run_matrix.clear = _kept_run_matrix.clear  # type: ignore[attr-defined]  # the Reload runs button
 
 
 @st.cache_data(ttl=10, show_spinner=False)

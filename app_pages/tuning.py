@@ -14,6 +14,7 @@ from app_pages import _tuning_profiles as profiles
 from app_pages._judge_refit import render_judge_refit
 from app_pages._tuning_state import (
     LAST_VALID_KEY,
+    MATRIX_TTL_S,
     THRESHOLD_KEYS,
     WEIGHT_KEYS,
     cached_active,
@@ -59,7 +60,8 @@ def main() -> None:
         st.session_state.setdefault(key, value)
     profile, valid = _render_sliders(active)
     left, right = st.columns([4, 1], vertical_alignment="center")
-    left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most 30 s ago). "
+    left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most "
+                 f"{MATRIX_TTL_S // 60} minutes ago; Reload runs for the latest). "
                  f"Deltas compare with the active profile, {as_plain(active.label)}.")
     right.button("Reload runs", key="tuning.reload", on_click=cached_run_matrix.clear)
     # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not six.

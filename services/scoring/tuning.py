@@ -9,114 +9,17 @@ iteration is "best" is not re-decided: that would need the other iterations' ans
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session
 
-from services.scoring.blend import BLEND_WEIGHTS, REFLECTION_MIN_SCORE
+from services.scoring.blend import BLEND_WEIGHTS
 from services.scoring.calibration import CalibrationReport, calibration_metrics
-from services.scoring.weights import COMPONENTS, LEVELS, WeightsProfile
-from services.store import transaction
+from services.scoring.run_matrix import VERDICT_LABELS, RunMatrix, load_run_matrix, question_texts
+from services.scoring.weights import LEVELS, WeightsProfile
 
-VERDICT_LABELS = {"approved": 1, "flagged": 0, "corrected": 0}  # everything else: -1, unreviewed
-
-
-@dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value; identity is enough
-class RunMatrix:
-    """Stored runs as parallel arrays, one row per run (COMPONENTS order for `components`)."""
-
-    run_ids: np.ndarray  # int64
-    components: np.ndarray  # (n, 7) float64
-    reflection: np.ndarray  # float64, NaN when reflection did not run or failed
-    grade_norm: np.ndarray  # (grade - 1) / 4, NaN when not graded
-    heuristic: np.ndarray  # NaN unless the heuristic stood in for reflection and grade
-    has_answer: np.ndarray  # bool
-    crag_correct: np.ndarray  # bool: CRAG verdict CORRECT
-    reflection_approved: np.ndarray  # bool: reflection >= the run's reflection_min_score (REFLECTION_MIN_SCORE)
-    statuses: np.ndarray  # object
-    labels: np.ndarray  # int8: 1 approved, 0 flagged/corrected, -1 unreviewed
-    queries: np.ndarray  # object
-    current_levels: np.ndarray  # object: the level stored with the run
-    stored_confidence: np.ndarray  # float64: the final confidence stored with the run
-    presets: np.ndarray  # object
-
-    def __len__(self) -> int:
-        return len(self.run_ids)
-
-    @property
-    def reviewed(self) -> np.ndarray:
-        """Mask of runs with a reviewer verdict."""
-        return self.labels >= 0
-
-
-# One pass over runs, newest first (a backward scan of the primary key, no sort); the blend
-# inputs come from `signals` (exactly what was blended), the auto-accept inputs from the
-# columns the pipeline decided on. psycopg placeholders: the query runs on the driver's
-# cursor (see load_run_matrix).
-_RUN_MATRIX_SQL = """
-SELECT id, query, status, final_level, final_confidence, preset, components,
-       CAST(signals->>'reflection' AS float8) AS reflection,
-       CAST(signals->>'grade' AS float8) AS grade_norm,
-       CAST(signals->>'heuristic' AS float8) AS heuristic,
-       final_answer <> '' AS has_answer,
-       crag_verdict IS NOT DISTINCT FROM 'CORRECT' AS crag_correct,
-       coalesce(reflection_score >= coalesce(CAST(config->>'reflection_min_score' AS float8), %(reflection_min)s),
-                false) AS reflection_approved
-FROM runs
-ORDER BY id DESC
-LIMIT CAST(%(limit)s AS bigint)
-"""
-
-
-def load_run_matrix(*, session: Session | None = None, limit: int | None = None) -> RunMatrix:
-    """All stored runs (or the latest `limit`), oldest first, in one query."""
-    if session is None:
-        with transaction() as own:
-            return load_run_matrix(session=own, limit=limit)
-    params = {"limit": limit, "reflection_min": REFLECTION_MIN_SCORE}  # for runs stored without their threshold
-    # Binary results on the session's own connection (same transaction): psycopg decodes
-    # float8[] and numbers without text parsing, about half the time of a text() query at
-    # 10k runs, and this load is what the Tuning page waits for.
-    driver = session.connection().connection.driver_connection
-    assert driver is not None  # a checked-out connection always has its DBAPI connection
-    with driver.cursor(binary=True) as cursor:
-        cursor.execute(_RUN_MATRIX_SQL, params)
-        rows = cursor.fetchall()
-    return _matrix_from_rows(rows[::-1])
-
-
-def _matrix_from_rows(rows: Any) -> RunMatrix:
-    n = len(rows)
-    columns = list(zip(*rows)) if n else [()] * 13
-    (ids, queries, statuses, levels_, confidence, presets, components, reflection, grade_norm, heuristic,
-     has_answer, crag_correct, reflection_approved) = columns
-
-    def floats(values: Any) -> np.ndarray:
-        return np.array(values, dtype=np.float64)  # None -> NaN
-
-    def objects(values: Any) -> np.ndarray:
-        out = np.empty(n, dtype=object)
-        out[:] = values
-        return out
-
-    status_array = objects(statuses)
-    labels = np.full(n, -1, dtype=np.int8)
-    for status, label in VERDICT_LABELS.items():
-        labels[status_array == status] = label
-    return RunMatrix(
-        run_ids=np.array(ids, dtype=np.int64),
-        components=np.fromiter(chain.from_iterable(components), np.float64, count=n * len(COMPONENTS))
-        .reshape(n, len(COMPONENTS)),
-        reflection=floats(reflection), grade_norm=floats(grade_norm), heuristic=floats(heuristic),
-        has_answer=np.array(has_answer, dtype=bool), crag_correct=np.array(crag_correct, dtype=bool),
-        reflection_approved=np.array(reflection_approved, dtype=bool), statuses=status_array,
-        labels=labels, queries=objects(queries), current_levels=objects(levels_),
-        stored_confidence=floats(confidence), presets=objects(presets),
-    )
-
+__all__ = ["VERDICT_LABELS", "RunMatrix", "compare_profiles", "level_changes", "level_indexes", "levels",
+           "load_run_matrix", "question_texts", "rescore", "triage", "auto_accepted"]
 
 # --- scoring ------------------------------------------------------------------------------
 
@@ -158,11 +61,17 @@ def _level_counts(indexes: np.ndarray) -> dict[str, int]:
     return {level: int(count) for level, count in zip(LEVELS, counts)}
 
 
+def auto_accepted(matrix: RunMatrix, indexes: np.ndarray) -> np.ndarray:
+    """Mask of the runs the pipeline's rule auto-accepts at these level indexes: HIGH, CRAG
+    correct, reflection approved, an answer."""
+    return (indexes == 0) & matrix.crag_correct & matrix.reflection_approved & matrix.has_answer
+
+
 def triage(matrix: RunMatrix, scores: np.ndarray, profile: WeightsProfile) -> dict[str, Any]:
     """What the pipeline's rule would do with every run at these scores: auto-accept
     (HIGH, CRAG correct, reflection approved, an answer) or send to review."""
     indexes = level_indexes(scores, profile)
-    auto = (indexes == 0) & matrix.crag_correct & matrix.reflection_approved & matrix.has_answer
+    auto = auto_accepted(matrix, indexes)
     by_level = _level_counts(indexes)
     n_auto = int(auto.sum())
     return {"total": len(matrix), "auto_accepted": n_auto, "review": len(matrix) - n_auto,
@@ -171,7 +80,8 @@ def triage(matrix: RunMatrix, scores: np.ndarray, profile: WeightsProfile) -> di
 
 def level_changes(matrix: RunMatrix, old_scores: np.ndarray, new_scores: np.ndarray, old_profile: WeightsProfile,
                   new_profile: WeightsProfile, *, limit: int | None = None) -> list[dict[str, Any]]:
-    """Runs whose level differs between the two scorings, largest score change first."""
+    """Runs whose level differs between the two scorings, largest score change first; their
+    questions are not in the matrix (question_texts reads the few shown)."""
     old_scores = np.asarray(old_scores, dtype=np.float64)
     new_scores = np.asarray(new_scores, dtype=np.float64)
     old_index = level_indexes(old_scores, old_profile)
@@ -180,7 +90,7 @@ def level_changes(matrix: RunMatrix, old_scores: np.ndarray, new_scores: np.ndar
     delta = new_scores[changed] - old_scores[changed]
     order = changed[np.argsort(-np.abs(delta), kind="stable")][:limit]
     return [
-        {"run_id": int(matrix.run_ids[i]), "query": matrix.queries[i], "old_level": LEVELS[old_index[i]],
+        {"run_id": int(matrix.run_ids[i]), "old_level": LEVELS[old_index[i]],
          "new_level": LEVELS[new_index[i]], "old_score": float(old_scores[i]), "new_score": float(new_scores[i]),
          "delta": float(new_scores[i] - old_scores[i])}
         for i in order

@@ -15,9 +15,13 @@ def fresh_caches() -> Iterator[None]:
     """Cached getters (corpus statistics, run matrices, the active profile) live for the whole
     process and AppTests share it: no test may see the previous test's store, and none leaves
     its own behind for the tests that run after the page tests."""
+    from app_pages._tuning_state import cached_run_matrix  # a resource (shared arrays), not data
+
     st.cache_data.clear()
+    cached_run_matrix.clear()
     yield
     st.cache_data.clear()
+    cached_run_matrix.clear()
 
 
 @pytest.fixture()

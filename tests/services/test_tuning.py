@@ -24,7 +24,7 @@ def _objects(values):
 
 
 def _matrix(components, *, signals=None, has_answer=None, crag_correct=None, reflection_approved=None,
-            labels=None, queries=None) -> RunMatrix:
+            labels=None) -> RunMatrix:
     """A RunMatrix the way load_run_matrix builds one: blend inputs read from `signals`."""
     components = np.asarray(components, dtype=np.float64)
     n = len(components)
@@ -41,7 +41,7 @@ def _matrix(components, *, signals=None, has_answer=None, crag_correct=None, ref
         grade_norm=signal("grade"), heuristic=signal("heuristic"), has_answer=flags(has_answer, True),
         crag_correct=flags(crag_correct, True), reflection_approved=flags(reflection_approved, True),
         statuses=_objects(["pending"] * n), labels=np.array(labels if labels is not None else [-1] * n, dtype=np.int8),
-        queries=_objects(queries or [f"question {i}" for i in range(n)]), current_levels=_objects(["LOW"] * n),
+        current_levels=_objects(["LOW"] * n),
         stored_confidence=np.zeros(n), presets=_objects(["balanced"] * n),
     )
 
@@ -105,7 +105,7 @@ def test_raising_one_slider_moves_runs_between_levels():
     changes = level_changes(matrix, before, after, DEFAULT_PROFILE, raised)
     assert [(c["run_id"], c["old_level"], c["new_level"]) for c in changes] == [(3, "MEDIUM", "LOW"), (2, "MEDIUM", "HIGH")]
     assert abs(changes[0]["delta"]) >= abs(changes[1]["delta"])
-    assert changes[0]["query"] == "question 2" and changes[0]["new_score"] == pytest.approx(after[2])
+    assert changes[0]["new_score"] == pytest.approx(after[2])
 
 
 def test_levels_follow_the_profile_thresholds_at_the_boundaries():
@@ -183,7 +183,8 @@ def test_load_run_matrix_reads_every_blend_input_and_rescoring_reproduces_stored
     threshold = [0.8] * 60 + [0.99]
     assert matrix.reflection_approved.tolist() == [r.reflection_score is not None and r.reflection_score >= t
                                                    for r, t in zip(runs, threshold)]
-    assert matrix.queries.tolist() == [r.query for r in runs]
+    assert matrix.statuses.tolist() == [r.status for r in runs]
+    assert matrix.presets.tolist() == ["balanced"] * 61
     # the latest N, still oldest first
     assert load_run_matrix(limit=5).run_ids.tolist() == [run_id for run_id, _ in saved[-5:]]
 
@@ -193,3 +194,37 @@ def test_load_run_matrix_on_an_empty_store(clean_db):
     assert len(matrix) == 0 and matrix.components.shape == (0, 7)
     assert rescore(matrix, DEFAULT_PROFILE).shape == (0,)
     assert triage(matrix, rescore(matrix, DEFAULT_PROFILE), DEFAULT_PROFILE)["total"] == 0
+
+
+def test_the_run_matrix_holds_no_text_and_reads_questions_only_for_the_runs_shown(clean_db):
+    """At a million runs the matrix is kept in memory between slider moves: it holds numbers and
+    shared status, level and preset strings, never a question (question_texts reads the few shown)."""
+    from services.scoring import run_matrix
+    from services.store import transaction
+
+    rng = np.random.default_rng(3)
+    with transaction() as session:
+        saved = [_save(session, rng, DEFAULT_PROFILE) for _ in range(4)]
+    select_list = run_matrix._MATRIX_COPY.split("FROM runs")[0]
+    assert "query" not in select_list and "final_answer <> ''" in select_list and "citations" not in select_list
+    assert not {"queries", "query", "answers"} & set(RunMatrix.__dataclass_fields__)
+    matrix = load_run_matrix()
+    assert all(not getattr(matrix, name).flags.writeable for name in RunMatrix.__dataclass_fields__)  # shared: read-only
+    wanted = [saved[1][0], saved[3][0]]
+    assert run_matrix.question_texts(wanted) == {run_id: run.query for run_id, run in (saved[1], saved[3])}
+    assert run_matrix.question_texts([]) == {}
+
+
+def test_a_preset_or_status_outside_the_coded_lists_is_read_back_by_name(clean_db):
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    rng = np.random.default_rng(5)
+    with transaction() as session:
+        saved = [_save(session, rng, DEFAULT_PROFILE) for _ in range(3)]
+        session.execute(text("UPDATE runs SET preset = 'team-custom', status = 'archived' WHERE id = :id"),
+                        {"id": saved[1][0]})
+    matrix = load_run_matrix()
+    assert matrix.presets.tolist() == ["balanced", "team-custom", "balanced"]
+    assert matrix.statuses.tolist() == ["pending", "archived", "pending"] and matrix.labels.tolist() == [-1, -1, -1]
