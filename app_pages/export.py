@@ -4,6 +4,7 @@ contexts the answer was given, so the file is a ready evaluation set."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -16,7 +17,7 @@ from app_pages.common import empty_state, ensure_store, require_sign_in, show_er
 from services.domain import STATUSES
 from services.errors import WorkbenchError
 from services.review.days import day_range
-from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, export_records
+from services.review.export import DATE_FIELDS, VERDICTS, ExportFilters, count_export_records, export_records
 from services.review.export_formats import FORMATS, export_bytes
 from services.scoring.calibration import QUEUE_MIN_VERDICTS, calibrator_for_queue
 from services.scoring.profiles import list_profiles
@@ -27,6 +28,9 @@ PREVIEW_ROWS = 50
 PREVIEW_COLUMNS = ("run_id", "created_at", "question", "final_answer", "contexts", "final_level", "final_confidence",
                    "calibrated_probability", "status", "verdict", "reviewer", "flag_reason", "reviewed_at",
                    "weights_profile")
+# A download is built in this process's memory (Streamlit hands bytes to the browser): up to
+# this many runs; past it the page gives the `workbench export` command, which streams.
+DOWNLOAD_MAX_RUNS = 20_000
 MIME_TYPES = {"csv": "text/csv", "jsonl": "application/jsonl", "parquet": "application/vnd.apache.parquet"}
 
 
@@ -55,6 +59,22 @@ def export_download(records: Sequence[dict[str, Any]], fmt: str, *, now: datetim
     return Download(export_bytes(records, fmt), f"workbench-export-{now:%Y%m%d-%H%M}.{fmt}", MIME_TYPES[fmt])
 
 
+def export_command(filters: ExportFilters) -> str:
+    """The `workbench export` line that writes the same selection (shell-quoted)."""
+    parts = ["workbench", "export", "-o", "export.jsonl"]
+    for status in filters.statuses:
+        parts += ["--status", status]
+    for option, value in (("--verdict", filters.verdict), ("--reviewer", filters.reviewer),
+                          ("--profile", filters.profile), ("--collection", filters.collection),
+                          ("--since", filters.since.isoformat() if filters.since else None),
+                          ("--until", filters.until.isoformat() if filters.until else None)):
+        if value is not None:
+            parts += [option, value]
+    if filters.date_field != "created":
+        parts += ["--date-field", filters.date_field]
+    return shlex.join(parts)
+
+
 def preview_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The first records, their contexts counted (the file holds them whole)."""
     return pd.DataFrame([{c: len(r[c]) if c == "contexts" else r[c] for c in PREVIEW_COLUMNS}
@@ -75,7 +95,10 @@ def main() -> None:
         ensure_store()
         filters = _render_filters()
         calibrator = calibrator_for_queue()
-        records = export_records(filters, calibrate=calibrator)
+        matching = count_export_records(filters)
+        # The whole selection only when it is downloadable; else the preview's rows alone.
+        records = export_records(filters, calibrate=calibrator,
+                                 limit=None if matching <= DOWNLOAD_MAX_RUNS else PREVIEW_ROWS)
     except WorkbenchError as exc:
         show_error(exc)
         return
@@ -84,9 +107,13 @@ def main() -> None:
     else:
         st.caption(f"calibrated_probability is empty: a calibrator is fitted once there are {QUEUE_MIN_VERDICTS} "
                    "verdicts, some approved and some flagged or corrected.")
-    _render_preview(records)
-    if records:
+    _render_preview(records, matching)
+    if records and matching <= DOWNLOAD_MAX_RUNS:
         _render_download(records)
+    elif records:
+        st.info(f"{matching:,} runs are more than a download from this page holds ({DOWNLOAD_MAX_RUNS:,}). Narrow "
+                "the filters, or export them all with the command line, which streams them to a file:")
+        st.code(export_command(filters), language="bash")
 
 
 def _render_filters() -> ExportFilters:
@@ -105,15 +132,15 @@ def _render_filters() -> ExportFilters:
                           end=end, profile=profile)
 
 
-def _render_preview(records: Sequence[dict[str, Any]]) -> None:
-    st.metric("Runs matching", f"{len(records):,}")
+def _render_preview(records: Sequence[dict[str, Any]], matching: int) -> None:
+    st.metric("Runs matching", f"{matching:,}")
     if not records:
         empty_state("No runs match these filters; nothing to export. Reviewed answers land here after they are "
                     "approved, flagged or corrected in the Review queue.", "app_pages/review.py", "Open the review queue",
                     ":material/fact_check:")
         return
-    if len(records) > PREVIEW_ROWS:
-        st.caption(f"Preview of the first {PREVIEW_ROWS} of {len(records):,} runs (oldest first); the file holds all of them.")
+    if matching > PREVIEW_ROWS:
+        st.caption(f"Preview of the first {PREVIEW_ROWS} of {matching:,} runs (oldest first); the file holds all of them.")
     st.dataframe(preview_frame(records), hide_index=True, key="export.preview",
                  column_config={"contexts": st.column_config.NumberColumn(
                      help="How many contexts the answer was given; the file holds each one's text, document id and "

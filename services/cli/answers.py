@@ -125,7 +125,7 @@ def export_runs(
     collection: Optional[str] = typer.Option(None, help="Only runs against this collection."),
 ) -> None:
     """Export runs with their reviews (one record per run) for audits or fine-tuning sets."""
-    from services.review.export import ExportFilters, export_records, parse_when
+    from services.review.export import ExportFilters, iter_export_records, parse_when
     from services.review.export_formats import check_format, write_export
 
     try:
@@ -135,9 +135,10 @@ def export_runs(
             since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
         )
         check_format(fmt)
-        records = export_records(filters)
         to_stdout = str(output) == "-"
-        write_export(records, fmt, sys.stdout.buffer if to_stdout else output)
+        # Streamed: records are read a batch at a time and written as they come, so memory
+        # stays flat whatever the number of runs (a million: bench/volume.py).
+        count = write_export(iter_export_records(filters), fmt, sys.stdout.buffer if to_stdout else output)
     except WorkbenchError as exc:
         fail(exc)
-    typer.echo(f"exported {len(records)} records to {'standard output' if to_stdout else output}", err=True)
+    typer.echo(f"exported {count} records to {'standard output' if to_stdout else output}", err=True)

@@ -9,7 +9,7 @@ as CSV, JSONL or Parquet and reads them back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -101,13 +101,10 @@ def parse_when(value: str, *, end: bool = False) -> datetime:
     return day_end(day) if end else day_start(day)
 
 
-# --- loading: three queries in one snapshot, grouped in Python ---------------------------
+# --- loading: streamed in batches, three queries a batch, one snapshot -----------------------
 
-_RUNS_SQL = """
-SELECT id, query, final_answer, corrected_answer, citations, components, retrieval_confidence, final_confidence,
-       final_level, weights_profile, weights_profile_id, route, crag_verdict, reflection_score, grade, status,
-       reviewer, flag_reason, review_comment, review_version, preset, backend, model, collection, source,
-       created_at, reviewed_at, trace_id, external, best_iteration
+# Which runs: the filters, every value bound (a filter left empty matches everything).
+_MATCHING = """
 FROM runs
 WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:verdict AS text) IS NULL OR status = :verdict)
@@ -118,8 +115,16 @@ WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
        OR (CASE WHEN CAST(:by_reviewed AS boolean) THEN reviewed_at ELSE created_at END) >= :since)
   AND (CAST(:until AS timestamptz) IS NULL
        OR (CASE WHEN CAST(:by_reviewed AS boolean) THEN reviewed_at ELSE created_at END) < :until)
-ORDER BY created_at, id
 """
+_RUNS_SQL = """
+SELECT id, query, final_answer, corrected_answer, citations, components, retrieval_confidence, final_confidence,
+       final_level, weights_profile, weights_profile_id, route, crag_verdict, reflection_score, grade, status,
+       reviewer, flag_reason, review_comment, review_version, preset, backend, model, collection, source,
+       created_at, reviewed_at, trace_id, external, best_iteration""" + _MATCHING + """
+ORDER BY created_at, id
+LIMIT CAST(:limit AS bigint)
+"""
+_COUNT_SQL = "SELECT count(*)" + _MATCHING
 # The best iteration's hits ride along with its summary row: the contexts the final answer was given.
 _ITERATIONS_SQL = """
 SELECT it.run_id, it.ordinal, it.query_used, it.decision, it.confidence,
@@ -132,33 +137,60 @@ _HISTORY_SQL = """
 SELECT run_id, version, action, reviewer, previous_status, new_status, flag_reason, corrected_answer, comment, created_at
 FROM review_history WHERE run_id = ANY(:run_ids) ORDER BY run_id, version
 """
+BATCH_RUNS = 500  # runs held at once, with their iterations and history: what memory an export costs
 
 
-def export_records(filters: ExportFilters = ExportFilters(), *, calibrate: Callable[[np.ndarray], Any] | None = None,
-                   session: Session | None = None) -> list[dict[str, Any]]:
-    """One record per matching run (oldest first), with `FIELDS` as keys in that order.
+def _params(filters: ExportFilters, limit: int | None) -> dict[str, Any]:
+    return {"statuses": list(filters.statuses), "verdict": filters.verdict, "reviewer": filters.reviewer,
+            "profile": filters.profile, "collection": filters.collection, "since": filters.since,
+            "until": filters.until, "by_reviewed": filters.date_field == "reviewed", "limit": limit}
 
-    `calibrate` maps an array of raw final confidences to calibrated probabilities (as
-    for `review.review_queue`); without one `calibrated_probability` is None.
+
+def iter_export_records(filters: ExportFilters = ExportFilters(), *,
+                        calibrate: Callable[[np.ndarray], Any] | None = None, session: Session | None = None,
+                        limit: int | None = None, batch: int = BATCH_RUNS) -> Iterator[dict[str, Any]]:
+    """One record per matching run (oldest first, at most `limit`), with `FIELDS` as keys in
+    that order, made as they are read: the runs come through a server-side cursor `batch` at a
+    time, so an export of a million runs holds one batch in memory, not a million records.
+
+    `calibrate` maps an array of raw final confidences to calibrated probabilities (as for
+    `review.review_queue`; it is applied per batch, which an elementwise map allows); without
+    one `calibrated_probability` is None.
     """
     if session is None:
         with transaction() as own:
-            # One snapshot for all three queries, so a review landing mid-export cannot
-            # make a run's status disagree with its history.
+            # One snapshot for every batch, so a review landing mid-export cannot make a run's
+            # status disagree with its history, nor a run move between batches.
             own.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-            return export_records(filters, calibrate=calibrate, session=own)
-    runs = session.execute(text(_RUNS_SQL), {
-        "statuses": list(filters.statuses), "verdict": filters.verdict, "reviewer": filters.reviewer,
-        "profile": filters.profile, "collection": filters.collection, "since": filters.since, "until": filters.until,
-        "by_reviewed": filters.date_field == "reviewed",
-    }).all()
-    run_ids = [r.id for r in runs]
-    iterations = _group(session.execute(text(_ITERATIONS_SQL), {"run_ids": run_ids}).all()) if runs else {}
-    histories = _group(session.execute(text(_HISTORY_SQL), {"run_ids": run_ids}).all()) if runs else {}
-    calibrated: Sequence[float | None] = [None] * len(runs)
-    if calibrate is not None and runs:
-        calibrated = [float(p) for p in np.asarray(calibrate(np.array([r.final_confidence for r in runs], dtype=np.float64)))]
-    return [_record(r, iterations.get(r.id, []), histories.get(r.id, []), p) for r, p in zip(runs, calibrated)]
+            yield from iter_export_records(filters, calibrate=calibrate, session=own, limit=limit, batch=batch)
+        return
+    connection = session.connection()
+    runs = connection.execute(text(_RUNS_SQL), _params(filters, limit),  # a server-side cursor
+                              execution_options={"stream_results": True, "max_row_buffer": batch})
+    for rows in runs.partitions(batch):
+        run_ids = [r.id for r in rows]
+        iterations = _group(connection.execute(text(_ITERATIONS_SQL), {"run_ids": run_ids}))
+        histories = _group(connection.execute(text(_HISTORY_SQL), {"run_ids": run_ids}))
+        calibrated: Sequence[float | None] = [None] * len(rows)
+        if calibrate is not None:
+            raw = np.array([r.final_confidence for r in rows], dtype=np.float64)
+            calibrated = [float(p) for p in np.asarray(calibrate(raw))]
+        for r, p in zip(rows, calibrated):
+            yield _record(r, iterations.get(r.id, []), histories.get(r.id, []), p)
+
+
+def export_records(filters: ExportFilters = ExportFilters(), *, calibrate: Callable[[np.ndarray], Any] | None = None,
+                   session: Session | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """iter_export_records as a list: for a preview or a small export (a big one streams)."""
+    return list(iter_export_records(filters, calibrate=calibrate, session=session, limit=limit))
+
+
+def count_export_records(filters: ExportFilters = ExportFilters(), *, session: Session | None = None) -> int:
+    """How many runs the filters select, without reading them."""
+    if session is None:
+        with transaction() as own:
+            return count_export_records(filters, session=own)
+    return int(session.execute(text(_COUNT_SQL), _params(filters, None)).scalar_one())
 
 
 def _group(rows: Iterable[Any]) -> dict[int, list[Any]]:

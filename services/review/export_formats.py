@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -87,34 +87,67 @@ _ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind.rstrip("?")], nullab
                            for name, kind in FIELDS.items()])
 
 
-def export_bytes(records: Sequence[dict[str, Any]], fmt: str) -> bytes:
-    """The records serialized as `fmt` (UTF-8 for the text formats, no byte-order mark)."""
+PARQUET_ROW_GROUP = 1_000  # records a Parquet row group holds: what the writer keeps in memory
+
+
+def write_records(records: Iterable[dict[str, Any]], fmt: str, handle: BinaryIO) -> int:
+    """Write the records to an open binary file as `fmt` (UTF-8 for the text formats, no
+    byte-order mark) as they come, holding at most one Parquet row group; the count written."""
     check_format(fmt)
+    count = 0
     if fmt == "jsonl":
-        return "".join(_dumps(r) + "\n" for r in records).encode("utf-8")
-    if fmt == "csv":
-        buffer = io.StringIO(newline="")
-        writer = csv.writer(buffer)
-        writer.writerow(FIELDS)
         for record in records:
-            cells = _to_cells(record)
-            # repr keeps every float digit; None is an empty cell (nullable fields only).
-            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else
-                             _csv_text(v) if isinstance(v, str) else v for v in cells.values()])
-        return buffer.getvalue().encode("utf-8")
-    table = pa.Table.from_pylist([_to_cells(r) for r in records], schema=_ARROW_SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+            handle.write((_dumps(record) + "\n").encode("utf-8"))
+            count += 1
+        return count
+    if fmt == "csv":
+        text = io.TextIOWrapper(handle, encoding="utf-8", newline="", write_through=True)
+        try:
+            writer = csv.writer(text)
+            writer.writerow(FIELDS)
+            for record in records:
+                cells = _to_cells(record)
+                # repr keeps every float digit; None is an empty cell (nullable fields only).
+                writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else
+                                 _csv_text(v) if isinstance(v, str) else v for v in cells.values()])
+                count += 1
+        finally:
+            text.detach()  # the caller's handle stays open
+        return count
+    with pq.ParquetWriter(handle, _ARROW_SCHEMA) as writer:
+        for group in _groups(records, PARQUET_ROW_GROUP):
+            writer.write_table(pa.Table.from_pylist([_to_cells(r) for r in group], schema=_ARROW_SCHEMA))
+            count += len(group)
+        if not count:  # a file with the schema and no rows, as pq.write_table writes one
+            writer.write_table(pa.Table.from_pylist([], schema=_ARROW_SCHEMA))
+    return count
 
 
-def write_export(records: Sequence[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> None:
-    """Write the export to an open binary file, or to a path (see `write_file`)."""
-    data = export_bytes(records, fmt)
+def _groups(records: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    group: list[dict[str, Any]] = []
+    for record in records:
+        group.append(record)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def export_bytes(records: Iterable[dict[str, Any]], fmt: str) -> bytes:
+    """The records serialized as `fmt`, in memory (a page's download; the CLI streams to a file)."""
+    buffer = io.BytesIO()
+    write_records(records, fmt, buffer)
+    return buffer.getvalue()
+
+
+def write_export(records: Iterable[dict[str, Any]], fmt: str, destination: Path | BinaryIO) -> int:
+    """Write the export as the records come to an open binary file, or to a path (replaced
+    atomically, see `write_file`); the count written."""
+    check_format(fmt)
     if isinstance(destination, (str, Path)):
-        write_file(Path(destination), data)
-    else:
-        destination.write(data)
+        return write_file(Path(destination), lambda handle: write_records(records, fmt, handle))
+    return write_records(records, fmt, destination)
 
 
 def check_target(path: Path) -> os.stat_result | None:
@@ -136,9 +169,11 @@ def check_target(path: Path) -> os.stat_result | None:
     return existing
 
 
-def write_file(path: Path, data: bytes) -> None:
+def write_file(path: Path, data: bytes | Callable[[BinaryIO], int]) -> int:
     """Replace a regular file atomically, keeping its mode; write through anything else that takes bytes.
 
+    `data` is the bytes, or a function writing them to the open file as they are made (an
+    export of a million runs) and returning its count, which is returned (else the byte count).
     A regular file is written through a temporary file in the same directory and renamed over
     it, so a failed export never leaves a half-written file behind. A symlink is followed (the
     file it names is replaced, the link stays); a FIFO or a device (`/dev/null`) is written
@@ -146,22 +181,29 @@ def write_file(path: Path, data: bytes) -> None:
     """
     existing = check_target(path)
     target = Path(os.path.realpath(path))
+
+    def write(handle: BinaryIO) -> int:
+        if callable(data):
+            return data(handle)
+        handle.write(data)
+        return len(data)
+
     if existing is not None and not stat.S_ISREG(existing.st_mode):  # a FIFO or a device
         try:
             with open(target, "wb") as handle:
-                handle.write(data)
+                return write(handle)
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        return
     temporary = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(temporary, "xb") as handle:
-            handle.write(data)
+            count = write(handle)
             handle.flush()
             if existing is not None:  # the replaced file's permissions, not the umask's
                 os.fchmod(handle.fileno(), stat.S_IMODE(existing.st_mode))
             os.fsync(handle.fileno())
         os.replace(temporary, target)
+        return count
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
