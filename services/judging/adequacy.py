@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from services.judging import _lexical as lex
 from services.judging._contradiction import contradiction
 from services.judging._sentences import addressing_text, answer_sentences
 from services.judging.answer_type import CHOICE, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise
-from services.judging.features import COSINE_ANSWERING, COSINE_UNRELATED, Embed
+from services.judging.features import Embed, relevance_between
 
 CONTRADICTION_GRADE_CAP = 2
 # A concise answer of the asked kind is GOOD, not EXCELLENT: whether it is right is the
@@ -75,13 +73,11 @@ def addressing(question: str, answer: str, *, relevance: float) -> float:
 
 
 def answer_relevance(question: str, answer: str, embed: Embed) -> float:
-    """cos(question, the answer's plain text) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
+    """How much the answer's plain text is about the question, in [0, 1] (features.relevance_between)."""
     plain = " ".join(answer_sentences(answer))
     if not question.strip() or not plain:
         return 0.0
-    vectors = embed([question, plain])
-    cosine = float(vectors[0] @ vectors[1])
-    return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
+    return relevance_between(question, plain, embed)
 
 
 def _read(question: str, answer: str, terms: tuple[lex.Term, ...]) -> str | float | None:

@@ -152,8 +152,13 @@ def _statement(question: str, claim: str) -> str:
 
 
 def _relevance(question: str, claim: str, embed: Embed) -> float:
-    """cos(question, claim) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
-    vectors = embed([question, _statement(question, claim)])
+    """How much the claim (read with its question when concise) is about the question, in [0, 1]."""
+    return relevance_between(question, _statement(question, claim), embed)
+
+
+def relevance_between(question: str, text: str, embed: Embed) -> float:
+    """cos(question, text) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
+    vectors = embed([question, text])
     cosine = float(vectors[0] @ vectors[1])
     return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
