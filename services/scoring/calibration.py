@@ -263,7 +263,7 @@ SELECT (SELECT count(*) FROM runs WHERE status = ANY(:statuses)),
        (SELECT max(id) FROM review_history), pg_relation_filenode('runs')
 """
 _VERDICTS_SQL = "SELECT final_confidence, status = :approved FROM runs WHERE status = ANY(:statuses)"
-_QUEUE_CACHE: dict[str, tuple[tuple[int, Any], Calibrator | None]] = {}
+_QUEUE_CACHE: dict[str, tuple[tuple[int, Any, Any], Calibrator | None]] = {}
 _QUEUE_CACHE_LOCK = threading.Lock()
 
 
