@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._tuning_effect import auto_accepted_by_status, would_auto_accept
+from app_pages._tuning_loop import loop_from_state
 from app_pages._tuning_state import cached_profiles, profile_from_sliders, profiles_changed, show_result
 from app_pages.common import as_plain, current_user
 from services.auth import CurrentUser, require_admin
@@ -58,7 +59,9 @@ def _save_clicked(base: dict[str, Any]) -> None:
             raise InputError("Give the profile a name.")
         if activate:
             require_admin(user, "change the active weights profile")
-        profile = dataclasses.replace(profile_from_sliders(state, WeightsProfile.from_dict(base)), name=name)
+        # The loop thresholds ticked beside the weights are saved in the same version.
+        profile = dataclasses.replace(profile_from_sliders(state, WeightsProfile.from_dict(base)), name=name,
+                                      loop=loop_from_state(state))
         _, saved = save_profile(profile, created_by=user.name, notes=str(state.get(SAVE_NOTES_KEY, "")).strip(),
                                 activate=activate)
     except WorkbenchError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app_pages import _ask_details as details
 from app_pages import _demo as demo
 from app_pages._decision_text import came_from_outside, reviewer_hints
 from app_pages.common import (
@@ -21,7 +22,7 @@ from app_pages.common import (
     show_error,
 )
 from services.answering.pipeline import run as run_pipeline
-from services.answering.presets import PRESETS
+from services.answering.presets import PRESETS, configured
 from services.answering.runs import Event, Iteration, Run, retrieval_breakdown
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
@@ -31,14 +32,18 @@ from services.domain import HIT_COLUMNS, Hit, RunStatus, hit_rows
 from services.errors import WorkbenchError
 from services.review.paths import recent_runs
 from services.review.queue import send_to_review
-from services.scoring.blend import BLEND_WEIGHTS, REFLECTION_MIN_SCORE, blend_terms
+from services.scoring.blend import BLEND_WEIGHTS, blend_terms
 from services.scoring.confidence import ConfidenceBreakdown
+from services.scoring.profiles import active_profile
+from services.settings import get_settings
 
 QUERY_KEY = "ask.query"
 DEMO_KEY = "ask.demo"
 PRESET_KEY = "ask.preset"
 RUN_ID_KEY = "ask.run_id"
 NOTICE_KEY = "ask.notice"
+CACHE_KEY = "ask.cache_hit"  # the cache's message for the run shown, when it came from the cache
+ADAPTIVE_KEY = "ask.adaptive_k.{preset}"  # one switch per preset: each starts at that preset's value
 SIDEBAR_PRESET = "sidebar"
 LEVEL_BADGES = {"HIGH": "green", "MEDIUM": "yellow", "LOW": "orange", "VERY LOW": "red"}
 SIGNAL_LABELS = {"retrieval": "retrieval", "reflection": "reflection", "grade": "answer grade",
@@ -92,18 +97,8 @@ def blend_caption(run: Run) -> str:
     return text
 
 
-def adaptive_cuts(run: Run, ordinal: int) -> list[Event]:
-    """Where the adaptive cut-off (preset option adaptive_k) stopped reading chunks, and why."""
-    return [e for e in run.events if e.event_type == "adaptive_cut" and e.data.get("iteration") == ordinal]
-
-
 def event_line(event: Event) -> str:
     return f"{event.elapsed_ms:8.0f} ms  {event.message}"
-
-
-def latency_frame(iteration: Iteration) -> pd.DataFrame:
-    return pd.DataFrame([{"stage": stage, "ms": round(ms, 1)} for stage, ms in iteration.latency_ms.items()],
-                        columns=["stage", "ms"])
 
 
 # --- page ------------------------------------------------------------------------------------
@@ -126,9 +121,9 @@ def main() -> None:
                     "load the demo runs above (they bring the demo handbook).",
                     "app_pages/corpus.py", "Open the Corpus page", ":material/library_books:")
         return
-    preset, asked = _render_question_form()
+    preset, adaptive_k, asked = _render_question_form()
     if asked:
-        run_id = _ask(st.session_state.get(QUERY_KEY, ""), preset)
+        run_id = _ask(st.session_state.get(QUERY_KEY, ""), preset, adaptive_k)
         if run_id is None:
             return
         st.session_state[RUN_ID_KEY] = run_id
@@ -168,7 +163,15 @@ def _render_demo_offer() -> None:
         demo.render_load_button("ask")
 
 
-def _render_question_form() -> tuple[str, bool]:
+def _preset_adaptive_k(preset: str) -> bool:
+    """Whether the preset reads adaptively as configured now (environment, active profile)."""
+    try:
+        return configured(preset, get_settings(), active_profile().weights.loop).adaptive_k
+    except WorkbenchError:
+        return False  # a store that cannot be read: the switch starts off, asking shows the error
+
+
+def _render_question_form() -> tuple[str, bool, bool]:
     questions = answerable_questions(demo_questions())
     st.selectbox("Demo question", questions, index=None, key=DEMO_KEY, on_change=_fill_from_demo,
                  placeholder="Pick a demo question to fill the box…")
@@ -178,18 +181,28 @@ def _render_question_form() -> tuple[str, bool]:
     choice = left.selectbox("Preset", (SIDEBAR_PRESET, *PRESETS), key=PRESET_KEY,
                             format_func=lambda p: f"sidebar preset ({sidebar})" if p == SIDEBAR_PRESET else p)
     asked = right.button("Ask", type="primary", key="ask.submit", width="stretch")
-    return (sidebar if choice == SIDEBAR_PRESET else choice), asked
+    preset = sidebar if choice == SIDEBAR_PRESET else choice
+    key = ADAPTIVE_KEY.format(preset=preset)
+    if key not in st.session_state:
+        st.session_state[key] = _preset_adaptive_k(preset)
+    adaptive_k = st.toggle("Adaptive cut-off (adaptive_k)", key=key,
+                           help="Seed 001: the answer reads only as many chunks as the question's kind needs; the run "
+                                "shows where each iteration stopped and why. Starts at the preset's setting.")
+    return preset, adaptive_k, asked
 
 
-def _ask(query: str, preset: str) -> int | None:
+def _ask(query: str, preset: str, adaptive_k: bool) -> int | None:
     """Run the pipeline with its events streamed into a status box; the stored run's id, or None."""
     failure: WorkbenchError | None = None
+    st.session_state.pop(CACHE_KEY, None)
     with st.status("Answering…", expanded=True) as status:
         def on_event(event: Event) -> None:
             st.text(event_line(event))
+            if event.event_type == "cache_hit":
+                st.session_state[CACHE_KEY] = (int(event.data["run_id"]), event.message)
 
         try:
-            run = run_pipeline(query, preset, on_event=on_event)
+            run = run_pipeline(query, preset, on_event=on_event, options={"adaptive_k": adaptive_k}, use_cache=True)
         except WorkbenchError as exc:
             failure = exc
             status.update(label="Could not answer", state="error", expanded=False)
@@ -216,6 +229,7 @@ def _render_run(run: Run, user: CurrentUser) -> None:
     left, right = st.columns([3, 2])
     with left:
         _render_answer(run)
+        details.render_adaptive_k(run)
     with right:
         st.badge(run.final_level, color=LEVEL_BADGES.get(run.final_level, "gray"))
         st.plotly_chart(conf_charts.gauge_figure(final_gauge_breakdown(breakdown, run), high=profile.high,
@@ -227,9 +241,9 @@ def _render_run(run: Run, user: CurrentUser) -> None:
     with evidence:
         _render_hits(best)
     with crag:
-        _render_crag(best, run.preset)
+        details.render_crag(best, run.preset)
     with iterations:
-        _render_iterations(run)
+        details.render_iterations(run)
     with route:
         st.plotly_chart(run_charts.route_figure(run), key="ask.route")
         st.text(" → ".join(["START", *run.route, f"END ({run.status})"]))
@@ -238,6 +252,9 @@ def _render_run(run: Run, user: CurrentUser) -> None:
 
 def _render_answer(run: Run) -> None:
     st.subheader("Answer")
+    cached = st.session_state.get(CACHE_KEY)
+    if cached is not None and cached[0] == run.run_id:
+        st.info(cached[1], icon=":material/cached:")
     if not run.final_answer:
         st.warning("The source system gave no answer (it abstained)." if came_from_outside(run)
                    else "No answer could be produced from the retrieved text.")
@@ -273,46 +290,6 @@ def _render_hits(best: Iteration) -> None:
     st.dataframe(hits_frame(best.hits), hide_index=True, key="ask.hits")
     if best.retrieval.mode == "hybrid":
         st.plotly_chart(conf_charts.rank_scatter_figure(best.hits), key="ask.scatter")
-
-
-def _render_crag(best: Iteration, preset: str) -> None:
-    verdict = best.crag
-    if verdict is None:
-        st.info(f"CRAG evaluation is off in the {preset if preset in PRESETS else 'chosen'} preset.")
-        return
-    cols = st.columns(3)
-    cols[0].metric("Verdict", verdict.verdict.value)
-    cols[1].metric("Score", f"{verdict.score:.2f}")
-    cols[2].metric("Confidence", f"{verdict.confidence:.2f}")
-    st.text(verdict.reasoning)
-    st.text(f"action: {verdict.action} → {verdict.action_outcome or 'applied'}")
-    st.dataframe(pd.DataFrame([{"signal": k, "value": v} for k, v in verdict.signals.items()]), hide_index=True,
-                 key="ask.crag_signals")
-    strips = [dataclasses.asdict(s) for s in verdict.strips]
-    with st.expander(f"Knowledge strips ({len(strips)})"):
-        st.dataframe(pd.DataFrame(strips, columns=["chunk_id", "relevance", "text"]), hide_index=True, key="ask.strips")
-
-
-def _render_iterations(run: Run) -> None:
-    threshold = float(run.config.get("reflection_min_score", REFLECTION_MIN_SCORE))
-    st.plotly_chart(run_charts.reflection_figure(run, threshold), key="ask.reflection")
-    for it in run.iterations:
-        best = " · best" if it.ordinal == run.best_iteration else ""
-        with st.expander(f"Iteration {it.ordinal}: {it.decision} · confidence {it.confidence:.2f}{best}"):
-            st.text(f"query used: {it.query_used}")
-            if it.sub_queries:
-                st.text("sub-questions: " + " | ".join(it.sub_queries))
-            st.text(f"decision: {it.decision} — {it.decision_reason}")
-            for event in adaptive_cuts(run, it.ordinal):
-                st.text(f"adaptive k: {event.message}")
-            if it.reflection:
-                st.text(f"reflection {it.reflection.reflection_score:.2f}: {it.reflection.reflection_reason}")
-            if it.grade:
-                st.text(f"grade {it.grade.score}/5 ({it.grade.label})")
-            st.text("gaps: " + (", ".join(it.gaps) if it.gaps else "none"))
-            if it.errors:
-                st.dataframe(pd.DataFrame(list(it.errors)), hide_index=True, key=f"ask.errors.{it.ordinal}")
-            st.dataframe(latency_frame(it), hide_index=True, key=f"ask.latency.{it.ordinal}")
 
 
 def _render_review_action(run: Run, user: CurrentUser) -> None:

@@ -10,6 +10,7 @@ import streamlit as st
 from app_pages import _self_calibration as self_calibration
 from app_pages import _tuning_calibration as calibration
 from app_pages import _tuning_effect as effect
+from app_pages import _tuning_loop as loop
 from app_pages import _tuning_profiles as profiles
 from app_pages._judge_refit import render_judge_refit
 from app_pages._tuning_state import (
@@ -59,6 +60,7 @@ def main() -> None:
     for key, value in slider_values(active).items():
         st.session_state.setdefault(key, value)
     profile, valid = _render_sliders(active)
+    loop.render_loop_controls(active)
     left, right = st.columns([4, 1], vertical_alignment="center")
     left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most "
                  f"{MATRIX_TTL_S // 60} minutes ago; Reload runs for the latest). "

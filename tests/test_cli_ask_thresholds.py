@@ -38,3 +38,36 @@ def test_a_crag_lower_threshold_above_the_upper_is_refused(clean_db, tmp_path): 
     result = CliRunner().invoke(app, ["ask", "How often is the J2 grease replaced?", "--crag-upper", "0.3",
                                       "--crag-lower", "0.5"])
     assert result.exit_code != 0 and "CRAG lower threshold 0.5 is above the upper one 0.3" in result.output
+
+
+def test_the_active_profiles_loop_applies_and_an_option_goes_over_it(clean_db, tmp_path):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from services.scoring.profiles import save_profile
+    from services.scoring.weights import DEFAULT_PROFILE
+
+    _ingest(tmp_path)
+    save_profile(dataclasses.replace(DEFAULT_PROFILE, loop={"max_refinement_attempts": 0, "consensus_threshold": 0.3}),
+                 created_by="setup", activate=True)
+    result = CliRunner().invoke(app, ["ask", "How often is the J2 grease replaced?", "--json", "--no-cache",
+                                      "--consensus-threshold", "0.6"])
+    assert result.exit_code == 0, result.output
+    config = json.loads(result.stdout)["config"]
+    assert config["max_refinement_attempts"] == 0 and config["consensus_threshold"] == 0.6
+
+
+def test_a_repeated_question_is_answered_from_the_cache_unless_told_not_to(clean_db, engine, tmp_path):  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    _ingest(tmp_path)
+    question = ["ask", "How often is the J2 grease replaced?", "--json"]
+    first = json.loads(CliRunner().invoke(app, question).stdout)
+    assert first["cache_hit"] is None
+    with engine.begin() as conn:  # the offline judge rarely auto-accepts; set the state under test directly
+        conn.execute(text("UPDATE runs SET status = 'auto_accepted' WHERE id = :id"), {"id": first["run_id"]})
+    again = json.loads(CliRunner().invoke(app, question).stdout)
+    assert again["run_id"] == first["run_id"] and again["cache_hit"]["run_id"] == first["run_id"]
+    plain = CliRunner().invoke(app, question[:2])
+    assert plain.exit_code == 0 and "Answered from the cache" in plain.stderr and f"run {first['run_id']}]" in plain.stdout
+    fresh = json.loads(CliRunner().invoke(app, [*question, "--no-cache"]).stdout)
+    assert fresh["run_id"] != first["run_id"] and fresh["cache_hit"] is None

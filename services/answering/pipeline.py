@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from services.answering.cache import MARK_KEY, collection_mark, find_cached
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
-from services.answering.presets import FeatureConfig, configured
-from services.answering.runs import Event, Iteration, Run, save_run
+from services.answering.presets import FeatureConfig, configured, with_thresholds
+from services.answering.runs import Event, Iteration, Run, load_run, save_run
 from services.answering.stages import INSUFFICIENT, Plan, RunSetup, auto_accepts, iterate
 from services.domain import FINAL_ACTIONS, RouterAction, RunStatus
 from services.errors import LLMError
@@ -62,27 +63,43 @@ def run(
     config: FeatureConfig | None = None,
     force_pending: bool = False,
     requested_by: str = "",
+    options: Mapping[str, Any] | None = None,
+    use_cache: bool = False,
 ) -> Run:
     """Answer `query`, store the run atomically, and return it with its id.
 
+    The loop runs with `config`, else the preset with the environment's thresholds, the
+    weights profile's loop thresholds and then `options` (services.answering.presets) over it.
     `force_pending` queues the run for review whatever its confidence (evaluation sets
     collect verdicts on confident runs too, or calibration would see a biased sample).
+    `use_cache` (the Ask page, `workbench ask`) returns the stored run of the same question,
+    collection, preset and loop when it was HIGH and approved or auto-accepted and nothing was
+    ingested since (services.answering.cache); a "cache_hit" event says so.
     """
     settings = settings or get_settings()
-    config = config or configured(preset, settings)
     query = clean_query(query, max_chars=settings.max_query_chars)
     profile_id = None
     if weights_profile is None:
         from services.scoring.profiles import active_profile
 
         weights_profile, profile_id = active_profile()
+    config = config or configured(preset, settings, weights_profile.loop)
+    if options:
+        config = with_thresholds(config, **options)
+    loop = {"preset": preset, **config.to_dict()}
+    with read_transaction(settings) as session:
+        mark = collection_mark(collection, session=session)
+        hit = find_cached(query, collection=collection, preset=preset, loop=loop, mark=mark,
+                          session=session) if use_cache else None
+        if hit is not None:
+            _Emitter(on_event)("cache_hit", hit.message, **hit.to_dict())
+            return load_run(hit.run_id, session=session)
+        judge_model = active_model(session=session)
     backend = backend or backend_for(settings)
     if fallback is None and config.enable_fallback:
         fallback = configured_fallback(config.fallback_collection, settings)
-    emit = _Emitter(on_event)
+    emit = _Emitter(on_event)  # the run's clock starts with its first event, as the Ask page streams it
     emit("adaptive_refinement_start", f"Answering with the {preset} preset", preset=preset, backend=backend.name)
-    with read_transaction(settings) as session:
-        judge_model = active_model(session=session)
     setup = RunSetup(query, config, weights_profile, backend, fallback, collection, settings, emit, judge_model)
 
     iterations: list[Iteration] = []
@@ -115,8 +132,8 @@ def run(
         grade=best.grade.score if best.grade else None, crag_verdict=best.crag.verdict if best.crag else None,
         signals=best.signals, route=tuple(it.decision for it in iterations), best_iteration=best.ordinal,
         weights_profile=weights_profile.label, weights_profile_id=profile_id,
-        config={"preset": preset, **config.to_dict(), "profile": weights_profile.to_dict(),
-                "force_pending": force_pending, "requested_by": requested_by},
+        config={**loop, "profile": weights_profile.to_dict(), "force_pending": force_pending,
+                "requested_by": requested_by, MARK_KEY: mark},
         outcome_note=note, latency_ms=emit.events[-1].elapsed_ms, iterations=tuple(iterations),
         events=tuple(emit.events),
     )

@@ -3,6 +3,7 @@ the thresholds a team sets over a preset (environment, `workbench ask` options).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -11,6 +12,7 @@ from services.errors import InputError
 from services.scoring.blend import REFLECTION_MIN_SCORE
 from services.scoring.confidence import CONSENSUS_THRESHOLD
 from services.scoring.crag import CragConfig
+from services.scoring.weights import LOOP_KEYS
 from services.settings import Settings
 
 
@@ -129,12 +131,16 @@ def with_thresholds(
     return replace(config, **changes)
 
 
-def configured(name: str, settings: Settings) -> FeatureConfig:
-    """The preset with the thresholds set in the environment over it (services.settings)."""
-    return with_thresholds(
+def configured(name: str, settings: Settings, loop: Mapping[str, Any] | None = None) -> FeatureConfig:
+    """The preset with the thresholds set in the environment over it (services.settings), and
+    over those the ones the weights profile sets (`loop`, from the Tuning page): the profile is
+    the team's choice of the moment, the environment the deployment's default. Per-run options
+    (`workbench ask`, the Ask page) go over all of these with with_thresholds."""
+    config = with_thresholds(
         get_preset(name), reflection_min_score=settings.reflection_min_score,
         max_refinement_attempts=settings.max_refinement_attempts,
         crag_correct_threshold=settings.crag_correct_threshold,
         crag_incorrect_threshold=settings.crag_incorrect_threshold,
         consensus_threshold=settings.consensus_threshold, fallback_collection=settings.fallback_collection,
         adaptive_k=settings.adaptive_k)
+    return with_thresholds(config, **{k: loop[k] for k in LOOP_KEYS if k in loop}) if loop else config

@@ -41,21 +41,27 @@ def ask(
                                                       "(FALLBACK_COLLECTION)."),
     adaptive_k: Optional[bool] = typer.Option(None, "--adaptive-k/--no-adaptive-k", help="Read only as many chunks "
                                               "as the question's kind needs (seed 001; ADAPTIVE_K)."),
+    use_cache: bool = typer.Option(True, "--cache/--no-cache", help="A question asked before of the unchanged "
+                                   "collection, with the same preset and thresholds, gets its stored run back when "
+                                   "that was HIGH and approved, or auto-accepted (not with --queries)."),
 ) -> None:
     """Answer a question (or a file of them); every run is stored for review, with the thresholds it
-    ran with. With --queries, a line that cannot be answered is reported and the rest are answered
-    (exit 1 if any was left out)."""
+    ran with: the preset's, then the environment's, then the active weights profile's (Tuning page),
+    then these options. With --queries, a line that cannot be answered is reported and the rest are
+    answered (exit 1 if any was left out)."""
     from services.answering import pipeline
     from services.answering.llm.backends import backend_for
     from services.answering.presets import configured, with_thresholds
+    from services.answering.runs import Event
     from services.corpus.stats import require_collection
+    from services.scoring.profiles import active_profile
     from services.settings import get_settings
 
     if (query is None) == (queries is None):
         fail(WorkbenchError("give either a QUERY or --queries FILE"))
     try:
         config = with_thresholds(
-            configured(preset, get_settings()), reflection_min_score=reflection_min_score,
+            configured(preset, get_settings(), active_profile().weights.loop), reflection_min_score=reflection_min_score,
             max_refinement_attempts=max_refinements, crag_correct_threshold=crag_upper,
             crag_incorrect_threshold=crag_lower, consensus_threshold=consensus_threshold,
             fallback_collection=fallback_collection, adaptive_k=adaptive_k)
@@ -67,12 +73,20 @@ def ask(
             _answer_file(queries, out, as_json=as_json, preset=preset, collection=collection, backend=backend,  # type: ignore[arg-type]
                          config=config)
             return
-        run = pipeline.run(query, preset, backend=backend, collection=collection, config=config)
+        seen: list[Event] = []
+        run = pipeline.run(query, preset, backend=backend, collection=collection, config=config,
+                           on_event=seen.append, use_cache=use_cache)
     except WorkbenchError as exc:
         fail(exc)
+    cached = next((e for e in seen if e.event_type == "cache_hit"), None)
+    cuts = [e for e in seen if e.event_type == "adaptive_cut"]
     if as_json:
-        emit(run.to_dict())
+        emit(run.to_dict() | {"cache_hit": cached.data if cached else None})
         return
+    if cached is not None:
+        typer.echo(shown(cached.message), err=True)
+    for cut in cuts:  # seed 001's cut-off: how many chunks the answer read, and why it stopped there
+        typer.echo(f"adaptive k, iteration {cut.data.get('iteration')}: {shown(cut.message)}", err=True)
     typer.echo(f"[{run.final_level} {run.final_confidence:.2f} | {' -> '.join(run.route)} | {run.status} | run {run.run_id}]")
     typer.echo(shown(run.final_answer or f"(no answer: {run.outcome_note})", lines=True))
 

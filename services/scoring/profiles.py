@@ -30,9 +30,22 @@ class ScoringProfile(NamedTuple):
     profile_id: int | None
 
 
+# A profile's loop thresholds ride in its mappings column under a key no collection can have
+# (collection names are never blank: services.corpus.indexing), so they are versioned with the
+# weights without a migration of their own.
+LOOP_KEY = " "
+
+
 def _to_profile(row: WeightsProfileRow) -> WeightsProfile:
+    stored = dict(row.mappings or {})
+    loop = stored.pop(LOOP_KEY, None) or {}
     return WeightsProfile(name=row.name, version=row.version, weights=dict(row.weights),
-                          high=row.high, medium=row.medium, low=row.low, mappings=mappings_from_dict(row.mappings or {}))
+                          high=row.high, medium=row.medium, low=row.low, mappings=mappings_from_dict(stored),
+                          loop=dict(loop))
+
+
+def _stored_mappings(profile: WeightsProfile) -> dict[str, Any]:
+    return profile.mappings_dict() | ({LOOP_KEY: dict(profile.loop)} if profile.loop else {})
 
 
 def active_profile(*, session: Session | None = None) -> ScoringProfile:
@@ -81,7 +94,7 @@ def save_profile(profile: WeightsProfile, *, created_by: str = "", notes: str = 
         if activate:
             session.execute(update(WeightsProfileRow).values(active=False).where(WeightsProfileRow.active))
         row = WeightsProfileRow(name=profile.name, version=version, weights=dict(profile.weights), high=profile.high,
-                                medium=profile.medium, low=profile.low, mappings=profile.mappings_dict(),
+                                medium=profile.medium, low=profile.low, mappings=_stored_mappings(profile),
                                 active=activate, created_by=created_by,
                                 notes=notes)
         session.add(row)
