@@ -1,4 +1,5 @@
-"""Router paths: which decision sequences stored runs took, how often, and one run's timeline."""
+"""Router paths: which decision sequences stored runs took, how often, and one run's timeline;
+and the loop's health per day and preset (its own tab, app_pages/_loop_health.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from datetime import UTC, date, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
+from app_pages._loop_health import render_loop_health
 from app_pages.common import empty_state, ensure_store, require_sign_in, run_or_error, show_error
-from services.answering.presets import PRESETS
+from services.answering.presets import ALL_PRESETS
 from services.answering.runs import Run
 from services.charts import run as run_charts
 from services.domain import STATUSES
@@ -21,6 +23,8 @@ PRESETS_KEY = "routes.presets"
 STATUSES_KEY = "routes.statuses"
 DATES_KEY = "routes.dates"
 SELECTED_KEY = "routes.selected_run"
+TAB_KEY = "routes.tab"
+PATHS_TAB, HEALTH_TAB = "Decision paths", "Loop health"
 DEFAULT_DAYS = 30
 RECENT_LIMIT = 100
 TOP_ROUTES = 10
@@ -74,14 +78,21 @@ def main() -> None:
                     "app_pages/home.py", "Start here: load the demo runs", ":material/waving_hand:")
         st.page_link("app_pages/ask.py", label="Ask a question", icon=":material/chat:")
         return
-    _render_summary(stats)
-    _render_drilldown(filters)
+    # Lazy tabs: only the open one runs its queries.
+    tabs = st.tabs((PATHS_TAB, HEALTH_TAB), key=TAB_KEY, on_change="rerun")
+    if tabs[1].open:
+        with tabs[1]:
+            render_loop_health(filters)
+        return
+    with tabs[0]:
+        _render_summary(stats)
+        _render_drilldown(filters)
 
 
 def _render_filters() -> RouteFilters:
     today = datetime.now(UTC).date()
     left, middle, right = st.columns(3)
-    presets = left.multiselect("Presets", tuple(PRESETS), key=PRESETS_KEY, placeholder="all presets")
+    presets = left.multiselect("Presets", tuple(ALL_PRESETS), key=PRESETS_KEY, placeholder="all presets")
     statuses = middle.multiselect("Status", STATUSES, key=STATUSES_KEY, placeholder="all statuses")
     dates = right.date_input("Created (UTC days)", value=(today - timedelta(days=DEFAULT_DAYS), today), key=DATES_KEY)
     dates = dates if isinstance(dates, tuple) else (dates,)
