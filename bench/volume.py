@@ -1,0 +1,285 @@
+"""Production volume: a store of N runs (COPY, not the API), then every view of them timed in one run.
+
+    python bench/volume.py --runs 20000 --datadir /work/volume-data
+    python bench/volume.py --runs 1000000 --datadir /work/volume-data   # reuses the runs already there
+
+The runs are made from a few real template runs (bench/_volume_build.py): five SQuAD contexts,
+the judges' outputs, a tenth reviewed, 90 days, five apps. Then, timed: the Review queue's
+first page and a filtered page, Document trends, the Tuning page's open and one slider move
+(AppTest, cold caches, as bench/pages.py), the re-score itself, the queue's calibration fit,
+`workbench export` of every run in a subprocess (throughput, peak RSS from wait4), and
+`GET /runs?reviewed_since` paged to the end on a real `workbench api`. Every timing goes with
+the 1-minute load average (the machine is shared). The last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):
+    sys.path.insert(0, str(REPO))
+
+from bench._common import emit_timed, log, machine, median, phase, prepare_store, rounded, today  # noqa: E402
+from bench._volume_clients import time_export, time_reviewed_since  # noqa: E402
+
+TARGETS = {"page_s": 1.0, "rescore_s": 0.5, "export_peak_rss_mb": 500, "reviewed_since_last_page_p95_ms": 100}
+BUILD_INFO = "volume-build.json"
+# Indexes the timings call for and no migration has yet (--indexes creates them in the bench's
+# store only, so their effect is measured before a migration adds them).
+RECOMMENDED_INDEXES = {
+    "runs_pending_queue": "CREATE INDEX IF NOT EXISTS runs_pending_queue ON runs "
+                          "((coalesce(p_supported, final_confidence)), final_confidence, id) WHERE status = 'pending'",
+    # calibrator_for_queue's fit reads every verdict's confidence: index-only, not a tenth of the heap at random
+    "runs_verdicts": "CREATE INDEX IF NOT EXISTS runs_verdicts ON runs (status) INCLUDE (final_confidence) "
+                     "WHERE status IN ('approved', 'flagged', 'corrected')",
+}
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def timed(out: dict[str, Any], name: str, fn: Any) -> Any:
+    """Run fn(), store its seconds as out[name] and the load average beside it."""
+    started = time.perf_counter()
+    value = fn()
+    out[name] = rounded(time.perf_counter() - started, 3)
+    out[f"{name}_load"] = load()
+    log(f"  {name}: {out[name]} s (load {out[f'{name}_load']})")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--datadir", type=Path, required=True, help="the embedded store's data dir (kept)")
+    parser.add_argument("--templates", type=int, default=48, help="real runs the store is made from")
+    parser.add_argument("--indexes", action="store_true", help="create RECOMMENDED_INDEXES in this store first")
+    parser.add_argument("--skip", default="", help="comma-separated parts not to time: pages,export,api")
+    args = parser.parse_args(argv)
+    wall = time.perf_counter()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    data_dir, _, _ = prepare_store(args.datadir)
+    timings: dict[str, float] = {}
+    out: dict[str, Any] = {"bench": "volume", "date": today(), "machine": machine(), "runs_requested": args.runs}
+    skip = set(filter(None, args.skip.split(",")))
+    out.update(build(args, data_dir, timings))
+    if args.indexes:
+        out.update(time_queue_query("before_indexes"))
+        with phase("recommended indexes", timings):
+            out["indexes_created"] = create_indexes()
+    out["indexes"] = present_indexes()
+    out.update(store_size())
+    if "pages" not in skip:
+        with phase("pages (AppTest)", timings):
+            out.update(time_pages())
+    with phase("re-score and calibration", timings):
+        out.update(time_scoring())
+    if "export" not in skip:
+        with phase("workbench export", timings):
+            out.update(time_export(data_dir))
+    if "api" not in skip:
+        with phase("GET /runs?reviewed_since to the end", timings):
+            out.update(time_reviewed_since())
+    out.update(time_queue_query("final"))
+    out["targets"] = TARGETS
+    out["load_avg_1m"] = load()
+    emit_timed(out, started=wall, timings=timings)
+    return 0
+
+
+def build(args: argparse.Namespace, data_dir: Path, timings: dict[str, float]) -> dict[str, Any]:
+    from sqlalchemy import text
+
+    from bench._volume_build import bulk_load, make_templates
+    from services.store import get_engine, transaction
+
+    with phase("start store and migrate", timings):
+        get_engine()
+    with transaction() as session:
+        have = int(session.scalar(text("SELECT count(*) FROM runs")))
+        templates = list(session.scalars(text(
+            "SELECT run_id FROM run_intake WHERE trace_id LIKE 'template-%' AND run_id IS NOT NULL ORDER BY run_id")))
+    info_path = data_dir / BUILD_INFO
+    info = json.loads(info_path.read_text()) if info_path.exists() else {"build_s": 0.0, "loads": []}
+    missing = args.runs - have
+    if missing > 0:
+        started = time.perf_counter()
+        if not templates:
+            with phase(f"{args.templates} template runs through intake (judges on)", timings):
+                templates = make_templates(args.templates)
+            missing = args.runs - have - len(templates)
+        with phase(f"COPY {missing:,} runs", timings):
+            written = bulk_load(missing, templates, progress=lambda done, total: log(f"    {done:,} / {total:,} runs")
+                                if done % 100_000 == 0 or done == total else None)
+        seconds = time.perf_counter() - started
+        info["build_s"] = round(info["build_s"] + seconds, 1)
+        info["loads"].append({"runs": missing, "seconds": round(seconds, 1), "rows": written, "load": load(),
+                              "date": today()})
+        info_path.write_text(json.dumps(info, indent=1))
+    with transaction() as session:
+        counts = {status: n for status, n in session.execute(text("SELECT status, count(*) FROM runs GROUP BY status"))}
+    total = sum(counts.values())
+    log(f"  store holds {total:,} runs: {counts}")
+    return {"runs": total, "by_status": counts, "templates": len(templates), "build_s": info["build_s"],
+            "build_loads": info["loads"]}
+
+
+def time_queue_query(label: str) -> dict[str, Any]:
+    """The Review queue's first page query alone (services.review.queue.review_queue, default filters)."""
+    from services.review.queue import review_queue
+
+    out: dict[str, Any] = {}
+    timed(out, f"queue_query_{label}_s", lambda: review_queue(limit=500))
+    return out
+
+
+def create_indexes() -> dict[str, float]:
+    from services.store import get_engine
+
+    seconds = {}
+    raw = get_engine().raw_connection()  # autocommit: VACUUM runs outside a transaction
+    try:
+        conn = raw.driver_connection
+        assert conn is not None
+        conn.autocommit = True
+        for name, statement in RECOMMENDED_INDEXES.items():
+            started = time.perf_counter()
+            conn.execute(statement)
+            seconds[name] = round(time.perf_counter() - started, 1)
+            log(f"  {name}: {seconds[name]} s")
+        started = time.perf_counter()
+        conn.execute("VACUUM ANALYZE runs")  # the visibility map an index-only scan needs
+        seconds["vacuum_analyze_runs"] = round(time.perf_counter() - started, 1)
+        conn.autocommit = False
+    finally:
+        raw.close()
+    return seconds
+
+
+def present_indexes() -> list[str]:
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with transaction() as session:
+        return list(session.scalars(text("SELECT indexname FROM pg_indexes WHERE tablename = 'runs' ORDER BY 1")))
+
+
+def store_size() -> dict[str, Any]:
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    with transaction() as session:
+        db = int(session.scalar(text("SELECT pg_database_size(current_database())")))
+        runs = int(session.scalar(text("SELECT count(*) FROM runs")))
+        tables = {name: size for name, size in session.execute(text(
+            "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(:names)"),
+            {"names": ["runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls"]})}
+    return {"store_bytes": db, "store_bytes_per_run": round(db / max(runs, 1)),
+            "table_bytes_per_run": {name: round(size / max(runs, 1)) for name, size in tables.items()}}
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+def _open(page: str, title: str, *, keep_resources: bool = False) -> tuple[float, Any]:
+    """(seconds, AppTest) of a page's first run in a fresh session with cold caches (the kept
+    run matrix too unless `keep_resources`: a session opening the page after another did)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=600)
+    at.run()
+    at.switch_page(f"app_pages/{page}.py")
+    st.cache_data.clear()
+    if not keep_resources:
+        _clear_page_resources()
+    started = time.perf_counter()
+    at.run()
+    seconds = time.perf_counter() - started
+    if at.exception:
+        raise SystemExit(f"the {page} page raised: {at.exception[0].message}")
+    if not at.title or at.title[0].value != title:
+        raise SystemExit(f"the {page} page did not draw its title {title!r}")
+    return seconds, at
+
+
+def _clear_page_resources() -> None:
+    """The Tuning page keeps its run matrix as a resource: a first open starts without it."""
+    try:
+        from app_pages._tuning_state import cached_run_matrix
+        cached_run_matrix.clear()
+    except ImportError:
+        pass
+    from services.scoring import calibration
+    calibration._QUEUE_CACHE.clear()
+
+
+def _rerun(at: Any, change: Any) -> float:
+    started = time.perf_counter()
+    change(at).run()
+    seconds = time.perf_counter() - started
+    if at.exception:
+        raise SystemExit(f"a page rerun raised: {at.exception[0].message}")
+    return seconds
+
+
+def time_pages() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    seconds, _ = _open("review", "Review queue")
+    out["warmup_review_s"] = rounded(seconds, 3)
+    seconds, at = _open("review", "Review queue")
+    out["review_first_page_s"], out["review_first_page_load"] = rounded(seconds, 3), load()
+    out["review_filtered_page_s"] = rounded(_rerun(at, lambda a: a.multiselect(key="review.levels").set_value(["LOW"])), 3)
+    out["review_filtered_page_load"] = load()
+    seconds, _ = _open("documents", "Document trends")
+    out["documents_page_s"], out["documents_page_load"] = rounded(seconds, 3), load()
+    seconds, _ = _open("tuning", "Tune confidence weights")  # the first since the process started: loads the matrix
+    out["tuning_open_cold_s"], out["tuning_open_cold_load"] = rounded(seconds, 3), load()
+    seconds, at = _open("tuning", "Tune confidence weights", keep_resources=True)
+    out["tuning_open_s"], out["tuning_open_load"] = rounded(seconds, 3), load()
+    from services.scoring.weights import COMPONENTS
+    key = f"tuning.w.{COMPONENTS[0]}"
+    value = float(at.slider(key=key).value)
+    out["tuning_slider_move_s"] = rounded(_rerun(at, lambda a: a.slider(key=key).set_value(round(1 - value, 2))), 3)
+    out["tuning_slider_move_load"] = load()
+    for name in ("review_first_page", "review_filtered_page", "documents_page", "tuning_open_cold", "tuning_open",
+                 "tuning_slider_move"):
+        log(f"  {name}: {out[name + '_s']} s (load {out[name + '_load']})")
+    return out
+
+
+# --- scoring ---------------------------------------------------------------------------------
+
+def time_scoring() -> dict[str, Any]:
+    from services.scoring import calibration
+    from services.scoring.tuning import load_run_matrix, rescore
+    from services.scoring.weights import WeightsProfile
+
+    out: dict[str, Any] = {}
+    matrix = timed(out, "tuning_matrix_load_s", load_run_matrix)
+    out["tuning_matrix_bytes_per_run"] = round(matrix.nbytes / max(len(matrix), 1))
+    profile = WeightsProfile()
+    rescore(matrix, profile)
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        rescore(matrix, profile)
+        samples.append(time.perf_counter() - started)
+    out["rescore_s"], out["rescore_load"] = rounded(median(samples), 4), load()
+    log(f"  rescore of {len(matrix):,} runs: median {out['rescore_s']} s")
+    calibration._QUEUE_CACHE.clear()
+    timed(out, "calibration_fit_s", calibration.calibrator_for_queue)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
