@@ -14,7 +14,7 @@ from services.charts.documents import FIX_FIRST_TOP, document_label, document_tr
 from services.errors import WorkbenchError
 from services.review.days import day_range
 from services.review.documents import DocumentRun, DocumentTrend, document_runs, document_trends
-from services.store import transaction
+from services.store import read_transaction
 
 TABLE_LIMIT = 200  # documents listed (and offered in the drill-down), in fix-first order
 RUNS_LIMIT = 200
@@ -56,15 +56,16 @@ def runs_frame(runs: Sequence[DocumentRun]) -> pd.DataFrame:
 
 @st.cache_data(ttl=10, show_spinner="Counting documents in stored runs…")
 def cached_trends(since: datetime | None, until: datetime | None, min_runs: int) -> list[DocumentTrend]:
-    """One more than TABLE_LIMIT, so the page can say when the list was cut."""
-    with transaction() as session:
+    """One more than TABLE_LIMIT, so the page can say when the list was cut (read on the replica
+    when there is one: DATABASE_READ_URL)."""
+    with read_transaction() as session:
         return document_trends(since=since, until=until, min_runs=min_runs, limit=TABLE_LIMIT + 1, session=session)
 
 
 @st.cache_data(ttl=10, show_spinner=False)
 def cached_document_runs(external_id: str, collection: str, since: datetime | None,
                          until: datetime | None) -> list[DocumentRun]:
-    with transaction() as session:
+    with read_transaction() as session:
         return document_runs(external_id, collection=collection, since=since, until=until, limit=RUNS_LIMIT,
                              session=session)
 

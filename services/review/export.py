@@ -23,7 +23,7 @@ from services.errors import InputError
 from services.retrieval.text import require_storable
 from services.review.days import day_end, day_start
 from services.scoring.weights import COMPONENTS
-from services.store import transaction
+from services.store import read_transaction
 
 VERDICTS = ("approved", "flagged", "corrected")
 DATE_FIELDS = ("created", "reviewed")
@@ -158,10 +158,10 @@ def iter_export_records(filters: ExportFilters = ExportFilters(), *,
     one `calibrated_probability` is None.
     """
     if session is None:
-        with transaction() as own:
+        with read_transaction() as own:  # the replica when there is one
             # One snapshot for every batch, so a review landing mid-export cannot make a run's
             # status disagree with its history, nor a run move between batches.
-            own.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            own.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             yield from iter_export_records(filters, calibrate=calibrate, session=own, limit=limit, batch=batch)
         return
     connection = session.connection()
@@ -188,7 +188,7 @@ def export_records(filters: ExportFilters = ExportFilters(), *, calibrate: Calla
 def count_export_records(filters: ExportFilters = ExportFilters(), *, session: Session | None = None) -> int:
     """How many runs the filters select, without reading them."""
     if session is None:
-        with transaction() as own:
+        with read_transaction() as own:
             return count_export_records(filters, session=own)
     return int(session.execute(text(_COUNT_SQL), _params(filters, None)).scalar_one())
 

@@ -14,7 +14,7 @@ from db.models import Run as RunRow
 from services.domain import RunStatus
 from services.errors import ConflictError, InputError, NotFoundError
 from services.retrieval.text import require_storable
-from services.store import transaction
+from services.store import read_transaction, transaction
 
 ACTIONS = {"approve": RunStatus.APPROVED, "flag": RunStatus.FLAGGED, "correct": RunStatus.CORRECTED}
 FLAG_REASONS = (
@@ -255,7 +255,10 @@ def review_queue(filters: QueueFilters = QueueFilters(), *, order: str = "uncert
     """
     if order not in ("uncertainty", "disagreement"):
         raise InputError("order must be 'uncertainty' or 'disagreement'")
-    with transaction() as session:
+    # On the read replica when there is one (DATABASE_READ_URL): a verdict saved a moment ago may
+    # be missing for the replication lag, and a save against what was shown is still checked by
+    # its review_version (a conflict, never an overwrite).
+    with read_transaction() as session:
         rows = session.execute(text(_QUEUE_SQL), {
             "statuses": list(filters.statuses), "levels": list(filters.levels), "presets": list(filters.presets),
             "reviewer": filters.reviewer, "since": filters.since, "until": filters.until, "limit": limit,
@@ -309,7 +312,7 @@ _COUNTS_SQL = "SELECT status, count(*) FROM runs GROUP BY status"
 
 
 def queue_counts() -> dict[str, int]:
-    with transaction() as session:
+    with read_transaction() as session:
         counts: dict[str, int] = dict(session.execute(text(_COUNTS_SQL)).tuples().all())
     shown = (RunStatus.PENDING, RunStatus.APPROVED, RunStatus.FLAGGED, RunStatus.CORRECTED, RunStatus.AUTO_ACCEPTED)
     return {status.value: int(counts.get(status, 0)) for status in shown}

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from services.domain import STATUSES
 from services.scoring.blend import REFLECTION_MIN_SCORE
 from services.scoring.weights import COMPONENTS, LEVELS
-from services.store import transaction
+from services.store import read_transaction
 
 VERDICT_LABELS = {"approved": 1, "flagged": 0, "corrected": 0}  # everything else: -1, unreviewed
 # Presets coded in the scan; any other is read by run id afterwards (_names), so this list
@@ -92,9 +92,10 @@ _HEADER, _TRAILER = 19, 2  # signature, flags and extension length; the -1 field
 
 
 def load_run_matrix(*, session: Session | None = None, limit: int | None = None) -> RunMatrix:
-    """All stored runs (or the latest `limit`), oldest first, in one pass over the table."""
+    """All stored runs (or the latest `limit`), oldest first, in one pass over the table (on the
+    read replica when there is one)."""
     if session is None:
-        with transaction() as own:
+        with read_transaction() as own:
             return load_run_matrix(session=own, limit=limit)
     params = {"limit": limit, "reflection_min": REFLECTION_MIN_SCORE, "statuses": list(STATUSES),
               "levels": list(LEVELS), "presets": list(_KNOWN_PRESETS)}
@@ -162,7 +163,7 @@ def run_store_epoch(*, session: Session | None = None) -> str:
     TRUNCATE (a new file) or the store is another, not when runs are added. A kept matrix keyed
     by it is never one of another store's, and is reloaded on its own schedule otherwise."""
     if session is None:
-        with transaction() as own:
+        with read_transaction() as own:
             return run_store_epoch(session=own)
     return f"{session.get_bind().engine.url}|{session.scalar(_EPOCH)}"
 
@@ -173,7 +174,7 @@ _QUESTIONS = text("SELECT id, query FROM runs WHERE id = ANY(:ids)")
 def question_texts(run_ids: Sequence[int], *, session: Session | None = None) -> dict[int, str]:
     """The questions of a few runs (the matrix holds none), by run id."""
     if session is None:
-        with transaction() as own:
+        with read_transaction() as own:
             return question_texts(run_ids, session=own)
     ids = [int(i) for i in run_ids]
     return dict(session.execute(_QUESTIONS, {"ids": ids}).tuples().all()) if ids else {}
