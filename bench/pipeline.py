@@ -4,7 +4,15 @@ otherwise (openai-compatible: the server at LLM_BASE_URL serving LLM_MODEL, see 
 
     python bench/pipeline.py [--per-class 500] [--presets minimal,balanced,research]
                              [--backend offline|openai-compatible] [--set squad|python-reference|numpy-api]
-                             [--self-calibrate]
+                             [--self-calibrate] [--variants whole,strips,fallback-off,fallback-on]
+
+--variants runs the first preset once per variant (issue 30): `whole` (the preset as it is),
+`strips` (the answer composed from CRAG's knowledge strips), and `fallback-off` / `fallback-on`
+on a corpus split in two: the asked collection holds half the documents (whole SQuAD articles,
+or every other document of our sets) and the default collection, holding them all, is with
+fallback-on the fallback CRAG's corrective actions search. Each case reports answer recall
+(an answerable question's gold answer in the final answer), the AUROC of the final confidence
+and of the judge's P(supported), answerable vs unanswerable.
 
 Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}, or
 {"backend", "skipped": reason} when the chosen backend's server does not answer. Each
@@ -51,6 +59,8 @@ def main() -> None:
                         help="whose corpus and questions (ours have fewer questions: up to --per-class a class)")
     parser.add_argument("--self-calibrate", action="store_true",
                         help="self-calibrate the corpus after ingest, so retrieval confidence is its fitted mapping")
+    parser.add_argument("--variants", default="", help="whole,strips,fallback-off,fallback-on: the first preset "
+                        "under each (see above) instead of every preset as it is")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,17 +89,22 @@ def main() -> None:
                 self_calibrate("default", created_by="bench/pipeline.py")
         answerable, unanswerable = question_sample(eval_set, args.per_class, seed=args.seed)
         sample = [(q, 1) for q in answerable] + [(q, 0) for q in unanswerable]
+        cases = bench_cases(args, eval_set, settings, timings)
         results: dict[str, dict] = {}
-        for preset in args.presets.split(","):
-            # A fresh backend per preset: the offline backend caches sentence embeddings, and a
-            # preset timed after another would otherwise find them already computed.
+        for name, (preset, config, collection) in cases.items():
+            # A fresh backend per case: the offline backend caches sentence embeddings, and a
+            # case timed after another would otherwise find them already computed.
             backend = backend_for(settings)
             scores, labels, routes = [], [], Counter()
+            supported, found = [], 0
             stage_ms: dict[str, list[float]] = {s: [] for s in STAGES}
-            with phase(f"{preset}: {len(sample)} questions", timings):
+            with phase(f"{name}: {len(sample)} questions", timings):
                 for i, (question, label) in enumerate(sample, 1):
-                    run = pipeline.run(question["text"], preset, backend=backend, source="bench", settings=settings)
+                    run = pipeline.run(question["text"], preset, backend=backend, source="bench", settings=settings,
+                                       config=config, collection=collection)
                     scores.append(run.final_confidence)
+                    supported.append(run.p_supported if run.p_supported is not None else 0.0)
+                    found += label and has_gold_answer(question, run.final_answer)
                     labels.append(label)
                     routes[" -> ".join(run.route)] += 1
                     for stage in STAGES:
@@ -97,18 +112,22 @@ def main() -> None:
                         if spent:
                             stage_ms[stage].append(sum(spent))
                     if i % 20 == 0:
-                        log(f"  {preset}: {i}/{len(sample)}")
+                        log(f"  {name}: {i}/{len(sample)}")
             pos = [s for s, y in zip(scores, labels) if y]
             neg = [s for s, y in zip(scores, labels) if not y]
-            results[preset] = {
+            results[name] = {
                 "auroc_answerable": rounded(roc_auc_score(labels, scores)),
                 "auroc_ci95": [rounded(v) for v in bootstrap_auroc_interval(labels, scores, seed=args.seed)],
+                "auroc_p_supported": rounded(roc_auc_score(labels, supported)),
+                "auroc_p_supported_ci95": [rounded(v) for v in bootstrap_auroc_interval(labels, supported,
+                                                                                        seed=args.seed)],
+                "answer_recall": rounded(found / len(answerable)) if answerable else None,
                 "mean_confidence_answerable": rounded(sum(pos) / len(pos)),
                 "mean_confidence_unanswerable": rounded(sum(neg) / len(neg)),
                 "p50_ms_by_stage": {s: rounded(median(v), 1) for s, v in stage_ms.items() if v},
                 "route_share": {r: rounded(c / len(sample)) for r, c in routes.most_common()},
             }
-            log(f"{preset}: {results[preset]}")
+            log(f"{name}: {results[name]}")
         headline = results.get("balanced") or next(iter(results.values()))
         emit({
             "auroc_answerable": headline["auroc_answerable"],
@@ -121,12 +140,71 @@ def main() -> None:
             "questions": {"answerable": len(answerable), "unanswerable": len(unanswerable)},
             "backend": backend.label,
             "self_calibrated": args.self_calibrate,
+            "variants": args.variants or None,
             "timings_s": timings,
             "machine": machine(),
             "date": today(),
         })
     finally:
         shutdown_store(settings, data_dir, remove=created and not args.keep)
+
+
+VARIANTS = ("whole", "strips", "fallback-off", "fallback-on")
+# The split corpus: the asked half, and the whole corpus (the default collection) as its fallback.
+HALF, FULL = "half", "default"
+
+
+def bench_cases(args: argparse.Namespace, eval_set, settings, timings: dict[str, float]) -> dict:  # type: ignore[no-untyped-def]
+    """name -> (preset, config or None, collection): every preset as it is, or the first preset
+    under each variant (ingesting the split corpus when a fallback variant asks for it)."""
+    import dataclasses
+
+    from services.answering.presets import configured
+
+    presets = args.presets.split(",")
+    if not args.variants:
+        return {p: (p, None, "default") for p in presets}
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"unknown variants {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    preset, base = presets[0], configured(presets[0], settings)
+    if {"fallback-off", "fallback-on"} & set(variants):
+        ingest_split(eval_set, timings)
+    options = {"whole": (dataclasses.replace(base, fallback_collection=None), "default"),
+               "strips": (dataclasses.replace(base, fallback_collection=None, generate_from_strips=True), "default"),
+               "fallback-off": (dataclasses.replace(base, fallback_collection=None), HALF),
+               "fallback-on": (dataclasses.replace(base, fallback_collection=FULL, enable_fallback=True), HALF)}
+    return {f"{preset}/{v}": (preset, options[v][0], options[v][1]) for v in variants}
+
+
+def ingest_split(eval_set, timings: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
+    """Half the documents into HALF (FULL, all of them, is ingested already). SQuAD is split by article (an article's
+    paragraphs answer each other's questions), our sets document by document."""
+    import json
+    import tempfile
+
+    from bench._common import read_jsonl
+    from services.corpus.ingest import ingest_paths
+
+    documents = read_jsonl(eval_set.corpus)
+    titles = sorted({d.get("title", "") for d in documents})
+    by_article = len(titles) > 10 and len(titles) < len(documents) / 2
+    kept_titles = set(titles[::2])
+    half = [d for i, d in enumerate(documents) if (d.get("title", "") in kept_titles if by_article else i % 2 == 0)]
+    with tempfile.TemporaryDirectory() as folder, phase(f"ingest the split corpus ({len(half)} of "
+                                                        f"{len(documents)} documents asked)", timings):
+        path = Path(folder) / "corpus.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in half), encoding="utf-8")
+        ingest_paths([path], collection=HALF)
+
+
+def has_gold_answer(question: dict, answer: str) -> bool:  # type: ignore[type-arg]
+    """An answerable question's gold answer (SQuAD's answers, our sets' answer) in the answer."""
+    meta = question["metadata"]
+    golds = meta.get("answers") or ([meta["answer"]] if meta.get("answer") else [])
+    text = answer.lower()
+    return any(str(gold).lower() in text for gold in golds)
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -90,6 +90,25 @@ def _act_on_verdict(ctx: IterationContext, result: RetrievalResult, verdict: Cra
                                      kept_chunk_ids=tuple(dict.fromkeys(s.chunk_id for s in strips)))
 
 
+def strips_only(chunks: Sequence[Hit], verdict: CragVerdict | None) -> list[Hit]:
+    """The chunks as generation reads them under `generate_from_strips`: each kept chunk's text
+    is its relevant strips, in the order they stand in the chunk (CRAG ranks them by relevance;
+    an answer reads better in the source's order). A chunk without a strip is left out; with
+    no strips at all (CRAG off, or none relevant) the chunks stand whole."""
+    if verdict is None or not verdict.strips:
+        return list(chunks)
+    by_chunk: dict[int, list[str]] = {}
+    for strip in verdict.strips:
+        by_chunk.setdefault(strip.chunk_id, []).append(strip.text)
+    stripped = []
+    for hit in chunks:
+        texts = by_chunk.get(hit.chunk_id)
+        if texts:
+            ordered = sorted(texts, key=lambda t: (hit.text.find(t) % (len(hit.text) + 1), t))
+            stripped.append(dataclasses.replace(hit, text=" ".join(ordered)))
+    return stripped or list(chunks)
+
+
 def fallback_failed(ctx: IterationContext, fallback: FallbackSource, exc: WorkbenchError) -> str:
     """Record a fallback that failed (timeout, unreachable, malformed reply, no such collection)
     as a warning on the iteration; the run goes on with the corpus hits."""

@@ -49,6 +49,10 @@ class FeatureConfig:
     # 549 iterations kept no chunk at all. Fewer chunks may still pay with an LLM backend;
     # the `full` preset and `workbench ask --adaptive-k` turn it on.
     adaptive_k: bool = False
+    # Seed 002: the answer is composed from CRAG's knowledge strips (each kept chunk's relevant
+    # sentences, in their order) instead of the whole chunks; the judge still reads the chunks.
+    # Off in every preset until bench/pipeline.py --variants whole,strips says it pays (README).
+    generate_from_strips: bool = False
 
     @property
     def max_iterations(self) -> int:

@@ -22,6 +22,7 @@ from services.answering.corrective import (
     fallback_failed,
     merge_results,
     search_fallback,
+    strips_only,
     with_origin,
 )
 from services.answering.decisions import Decision
@@ -134,7 +135,8 @@ def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, d
     if corrected is not result:  # the corrective action changed the evidence: score what the answer stands on
         result, scored = corrected, score(ctx, corrected)
     chunks = read_adaptively(ctx, result, chunks)
-    generation = generate(ctx, chunks)
+    # Seed 002's strips to the generator (preset option); the judge reads the chunks they came from.
+    generation = generate(ctx, strips_only(chunks, verdict) if setup.config.generate_from_strips else chunks)
     answer = generation.answer if generation else ""
     judgement = judge(ctx, answer, chunks, retrieved=bool(result.hits))
     blended, signals = blend(ctx, result, scored, answer, judgement)
