@@ -6,7 +6,8 @@ checked in a dependency or in the endpoint comes too late: a stranger's 4 MB arr
 parsed first. This middleware sits outside the routes. It takes a key that passed lately on
 trust (services/intake/trace_keys.py, at most 30 s) and sends any other key to the store;
 each endpoint still verifies the key in its own transaction, so a revoked key is refused
-from its next request on, as before.
+from its next request on, as before. The key that passed (its id, app and scope) goes on in
+the request's state under CALLER, for what runs before the body too (api/quotas.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.errors import NotAuthenticatedError, WorkbenchError
-from services.intake.trace_keys import TraceKeys
+from services.intake.trace_keys import TraceKeys, VerifiedKey
 from services.settings import Settings
 from services.store import transaction
 
 _log = logging.getLogger("workbench.api")
 OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
 OPEN_PREFIXES = ("/docs-assets/",)
+CALLER = "caller"  # scope["state"][CALLER]: the VerifiedKey the gate let through
 # A route that answers in its own format (OTLP's google.rpc.Status) says how to refuse.
 Refusal = Callable[[int, str, Scope], Response]
 
@@ -42,17 +44,18 @@ class AuthenticateFirst:
             await self.app(scope, receive, send)
             return
         try:
-            await run_in_threadpool(self._verify, presented_key(scope))
+            caller = await run_in_threadpool(self._verify, presented_key(scope))
         except WorkbenchError as exc:
             await self._refuse(exc, scope)(scope, receive, send)
             return
+        scope.setdefault("state", {})[CALLER] = caller
         await self.app(scope, receive, send)
 
-    def _verify(self, key: str | None) -> None:
+    def _verify(self, key: str | None) -> VerifiedKey:
         if not key:  # no round trip to the store for a request that carries no key at all
             raise NotAuthenticatedError("send an API key: Authorization: Bearer <key> (workbench api-key create NAME)")
         with transaction(self.settings) as session:
-            self.keys.verify(key, session=session)
+            return self.keys.verify(key, session=session)
 
     def _refuse(self, exc: WorkbenchError, scope: Scope) -> Response:
         if isinstance(exc, NotAuthenticatedError):
@@ -82,4 +85,4 @@ def _is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
-__all__ = ["AuthenticateFirst", "presented_key"]
+__all__ = ["CALLER", "AuthenticateFirst", "presented_key"]
