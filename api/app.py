@@ -19,13 +19,15 @@ from swagger_ui_bundle import swagger_ui_path
 from api.access_log import redact_access_log
 from api.assess_limits import AssessSlots
 from api.errors import http_error, validation_failed, workbench_error
-from api.gate import AuthenticateFirst
+from api.gate import AuthenticateFirst, Refusal
 from api.limits import BodyReads, BodySizeLimit
+from api.quotas import RateLimitPerKey
 from api.routes import router
 from api.traces import refuse_export
 from api.traces import router as traces_router
 from api.worker import AssessmentWorker
 from services.errors import WorkbenchError
+from services.intake.quotas import Backlogs, KeyRates
 from services.intake.schema import ExternalRun
 from services.intake.trace_keys import TraceKeys
 from services.settings import Settings, get_settings
@@ -39,8 +41,11 @@ Push the answers your own RAG system gives, and follow each one through the work
 assessed with the seven-metric confidence breakdown on the contexts you sent, routed to
 the review queue by the same rules as the workbench's own runs, and reviewed.
 
-Every endpoint but `/health` needs an API key (`workbench api-key create NAME`), sent as
-`Authorization: Bearer <key>` or `X-API-Key: <key>`.
+Every endpoint but `/health` needs an API key (`workbench api-key create NAME --app APP`),
+sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`. A key belongs to an app: what it
+pushes is stored under that app (trace ids are unique per app), and it reads only that app's
+runs; a `read` key cannot push, an `admin` key reads every app's. Past a key's quotas
+(requests a second, records waiting for assessment) the answer is 429 with Retry-After.
 """
 
 
@@ -77,11 +82,16 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.state.keys = TraceKeys()  # keys verified at most every 30 s before the body; endpoints verify again
     app.state.body_reads = BodyReads()
     app.state.assess_slots = AssessSlots(settings.api_assess_max_concurrent)
+    app.state.backlogs = Backlogs()  # records waiting per key (API_MAX_QUEUED_PER_KEY)
+    refusals: dict[str, Refusal] = {"/v1/traces": refuse_export}
     app.include_router(router)
     app.include_router(traces_router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes, body_reads=app.state.body_reads)
+    # After the gate, before the body: a key over its request rate is turned away unread.
+    app.add_middleware(RateLimitPerKey, rates=KeyRates(rate=settings.api_rate_per_key, burst=settings.api_rate_burst),
+                       refusals=refusals)
     # Added last, so it runs first: no body is read for a request without a valid key.
-    app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, refusals={"/v1/traces": refuse_export})
+    app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, refusals=refusals)
     app.add_exception_handler(WorkbenchError, workbench_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
     app.add_exception_handler(HTTPException, http_error)

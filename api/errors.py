@@ -22,6 +22,7 @@ from services.errors import (
     PermissionDeniedError,
     WorkbenchError,
 )
+from services.intake.quotas import QuotaExceededError
 
 STATUS_BY_ERROR: dict[type[WorkbenchError], int] = {
     NotAuthenticatedError: 401,
@@ -29,6 +30,7 @@ STATUS_BY_ERROR: dict[type[WorkbenchError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
     InputError: 422,
+    QuotaExceededError: 429,
     LLMError: 502,
     DatabaseUnavailableError: 503,
     DatabaseRefusedError: 503,
@@ -63,8 +65,16 @@ def public_message(exc: WorkbenchError, status: int) -> str:
 async def workbench_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WorkbenchError)
     status = status_for(exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"detail": public_message(exc, status)}, status_code=status, headers=headers)
+    return JSONResponse({"detail": public_message(exc, status)}, status_code=status, headers=error_headers(exc))
+
+
+def error_headers(exc: WorkbenchError) -> dict[str, str] | None:
+    """What the answer to `exc` says in its headers: how to authenticate, when to retry."""
+    if isinstance(exc, NotAuthenticatedError):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, QuotaExceededError):
+        return {"Retry-After": str(exc.retry_after)}
+    return None
 
 
 async def validation_failed(request: Request, exc: Exception) -> Response:

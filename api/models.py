@@ -17,18 +17,20 @@ from services.intake.schema import (
 class AcceptedRun(BaseModel):
     intake_id: int = Field(description="The record's id in the intake; GET /runs/{intake_id} follows it.")
     trace_id: str | None = Field(description="The trace id the record carried, if any.")
-    created: bool = Field(description="False when this trace id was already stored: nothing new was added.")
+    created: bool = Field(description="False when this app already sent this trace id: nothing new was added.")
     status: str = Field(description="queued, assessed or failed.")
 
 
 class PushResponse(BaseModel):
+    app: str = Field(description="The app the key belongs to: the records are stored under it.")
     accepted: int = Field(description="Records stored now, queued for assessment.")
-    duplicates: int = Field(description="Records whose trace id was already stored.")
+    duplicates: int = Field(description="Records whose trace id this app had already sent.")
     runs: list[AcceptedRun] = Field(description="One entry per pushed record, in the order sent.")
 
 
 class RunStatusResponse(BaseModel):
     intake_id: int
+    app: str = Field(description="The app whose key sent the record.")
     trace_id: str | None
     source: str = Field(description="api or import.")
     status: str = Field(description="queued (waiting for assessment), assessed, or failed (see error).")
@@ -91,6 +93,7 @@ class AssessResponse(BaseModel):
 
 class ReviewedRunResponse(BaseModel):
     intake_id: int
+    app: str = Field(description="The app whose key sent the record.")
     trace_id: str | None
     source: str
     run_id: int
@@ -107,6 +110,9 @@ class ReviewedRunResponse(BaseModel):
 
 
 class ReviewedRunsResponse(BaseModel):
-    runs: list[ReviewedRunResponse] = Field(description="Oldest review first. Pass the last reviewed_at back as "
-                                                        "reviewed_since for the next page; a review at exactly that "
-                                                        "instant comes again (drop it by run_id and review_version).")
+    runs: list[ReviewedRunResponse] = Field(description="Oldest review first (by review time, then run id).")
+    next: str | None = Field(description="The page was full: pass this back as `cursor` for the next page at once. "
+                                         "null: this page reached the end for now.")
+    resume: str = Field(description="Where this page ended, whatever its size: keep it and poll with `cursor=<resume>` "
+                                    "later for the reviews made since. A run reviewed again comes again, with its new "
+                                    "review_version.")

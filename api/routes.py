@@ -27,18 +27,24 @@ from api.models import (
     RunStatusResponse,
 )
 from services.errors import WorkbenchError
-from services.intake.api_keys import verify_api_key
+from services.intake.api_keys import app_to_read, require_push, verify_api_key
 from services.intake.assess import assess_record
 from services.intake.intake import IntakeStatus, accept_records, count_queued, intake_status, intake_status_by_trace_id
+from services.intake.quotas import Backlogs
 from services.intake.schema import ExternalRun
-from services.intake.verdicts import MAX_LIMIT, reviewed_since
+from services.intake.verdicts import MAX_LIMIT, Position, reviewed_page
 from services.retrieval.text import require_storable
 from services.settings import Settings
 from services.store import transaction
 
 router = APIRouter()
 _log = logging.getLogger("workbench.api")
-_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorResponse, "description": "Missing, unknown or revoked API key."}}
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "Missing, unknown or revoked API key."},
+    403: {"model": ErrorResponse, "description": "The key's scope does not allow this (a read key pushing, another app's runs)."},
+    429: {"model": ErrorResponse, "description": "The key is over a quota: requests a second, or records waiting (Retry-After)."}}
+_APP_QUERY = Query(None, max_length=100, description="An admin key: whose runs (default every app's). Any other key reads "
+                                                     "only its own app's runs.")
 # POST /runs takes one record or a list of them; FastAPI cannot say "either" for a body it
 # does not validate itself, so the schema is spelled out here (ExternalRun is in components).
 _RUNS_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -69,70 +75,94 @@ def health(settings: Settings = Depends(app_settings)) -> Any:
 @router.post("/runs", tags=["runs"], status_code=202, response_model=PushResponse, openapi_extra=_RUNS_BODY,
              summary="Push one run, or a batch, for assessment and review",
              responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."}})
-def push_runs(body: Annotated[Any, Body()], key: str | None = Depends(presented_key),
+def push_runs(body: Annotated[Any, Body()], request: Request, key: str | None = Depends(presented_key),
               settings: Settings = Depends(app_settings),
               judges: bool = Query(True, description="false: assess without CRAG, reflection and grading "
                                                      "(the retrieval breakdown only; faster, never auto-accepted).")
               ) -> PushResponse:
     """Send what your RAG system answered: one ExternalRun object, or a JSON array of them
-    (up to API_MAX_BATCH). Each is stored and queued for assessment; the answer (202) gives
-    every record's intake id in the order sent. A record whose trace_id was already sent
-    is not stored again: its entry says `created: false` and points at the first one.
-    The assessment runs in the background, usually within seconds: follow it with GET
-    /runs/{intake_id}.
+    (up to API_MAX_BATCH). Each is stored under the key's app and queued for assessment; the
+    answer (202) gives every record's intake id in the order sent. A record whose trace_id
+    the app already sent is not stored again: its entry says `created: false` and points at
+    the first one (another app's trace ids are its own business). The assessment runs in the
+    background, usually within seconds: follow it with GET /runs/{intake_id}.
 
     A batch is all or nothing: if any record is invalid, the 422 names each bad field
-    (`body.3.contexts.0.text`) and nothing is stored."""
+    (`body.3.contexts.0.text`) and nothing is stored. A read key gets 403; a key with
+    API_MAX_QUEUED_PER_KEY records still waiting gets 429 with Retry-After."""
+    backlogs: Backlogs = request.app.state.backlogs
     with transaction(settings) as session:
         caller = verify_api_key(key, session=session)
+        require_push(caller)
         runs = _parse_runs(body, max_batch=settings.api_max_batch)
-        accepted = accept_records(runs, source="api", api_key_id=caller.key_id, judges=judges, session=session)
+        backlogs.check(caller.key_id, len(runs), cap=settings.api_max_queued_per_key, key_prefix=caller.prefix,
+                       session=session)
+        accepted = accept_records(runs, source="api", app=caller.app, api_key_id=caller.key_id, judges=judges,
+                                  session=session)
     created = sum(a.created for a in accepted)
-    return PushResponse(accepted=created, duplicates=len(accepted) - created,
+    backlogs.added(caller.key_id, created)
+    return PushResponse(app=caller.app, accepted=created, duplicates=len(accepted) - created,
                         runs=[AcceptedRun(intake_id=a.intake_id, trace_id=a.trace_id, created=a.created, status=a.status)
                               for a in accepted])
 
 
 @router.get("/runs/by-trace-id/{trace_id:path}", tags=["runs"], response_model=RunStatusResponse,
             summary="Follow a pushed run by your own trace id",
-            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "No record has this trace id."}})
-def run_by_trace_id(trace_id: str, key: str | None = Depends(presented_key),
+            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "Your app has no record with this trace id."},
+                       409: {"model": ErrorResponse, "description": "An admin key, and several apps sent this trace id: "
+                                                                    "name one with ?app=."}})
+def run_by_trace_id(trace_id: str, key: str | None = Depends(presented_key), app: str | None = _APP_QUERY,
                     settings: Settings = Depends(app_settings)) -> RunStatusResponse:
-    """The same answer as GET /runs/{intake_id}, found by the trace id the record carried."""
+    """The same answer as GET /runs/{intake_id}, found by the trace id your app's record carried."""
     require_storable(trace_id, "the trace id")  # a NUL would reach the store and fail there as a 500
     with transaction(settings) as session:
-        verify_api_key(key, session=session)
-        return _status(intake_status_by_trace_id(trace_id, session=session))
+        caller = verify_api_key(key, session=session)
+        return _status(intake_status_by_trace_id(trace_id, app=app_to_read(caller, app), session=session))
 
 
 @router.get("/runs/{intake_id}", tags=["runs"], response_model=RunStatusResponse,
             summary="Follow a pushed run: queued, assessed (with confidence and verdict) or failed",
-            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "No record has this intake id."}})
+            responses={**_AUTH_ERRORS, 404: {"model": ErrorResponse, "description": "Your app has no record with this intake id."}})
 def run_status(intake_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The id POST /runs returned.")],
-               key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings)) -> RunStatusResponse:
+               key: str | None = Depends(presented_key), app: str | None = _APP_QUERY,
+               settings: Settings = Depends(app_settings)) -> RunStatusResponse:
     """Where the record is: `queued` until it is assessed; then its run's final confidence
     and level, its review status (`pending` while it waits in the review queue), and the
-    reviewer's verdict once there is one; `failed` with the reason otherwise."""
+    reviewer's verdict once there is one; `failed` with the reason otherwise. Another app's
+    intake id is a 404, exactly as an id nobody has."""
     with transaction(settings) as session:
-        verify_api_key(key, session=session)
-        return _status(intake_status(intake_id, session=session))
+        caller = verify_api_key(key, session=session)
+        return _status(intake_status(intake_id, app=app_to_read(caller, app), session=session))
 
 
 @router.get("/runs", tags=["runs"], response_model=ReviewedRunsResponse,
-            summary="Pull verdicts: your runs reviewed since a time, with corrections",
+            summary="Pull verdicts: your runs reviewed since a time or a cursor, with corrections",
             responses=_AUTH_ERRORS)
-def reviewed_runs(reviewed_since_: Annotated[datetime, Query(alias="reviewed_since", description=(
-                      "ISO 8601; UTC when no offset is given. Runs whose latest review is at or after it."))],
-                  limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+def reviewed_runs(reviewed_since_: Annotated[datetime | None, Query(alias="reviewed_since", description=(
+                      "ISO 8601; UTC when no offset is given. Runs whose latest review is at or after it."))] = None,
+                  cursor: Annotated[str | None, Query(max_length=200, description=(
+                      "The `next` (or a kept `resume`) of an earlier page: the reviews after it."))] = None,
+                  limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100, app: str | None = _APP_QUERY,
                   key: str | None = Depends(presented_key), settings: Settings = Depends(app_settings)
                   ) -> ReviewedRunsResponse:
-    """The runs that came from other systems (pushed or imported) whose latest review is at
-    or after `reviewed_since`, oldest review first: each with its trace id, the verdict,
-    the corrected answer and flag reason, the reviewer and the review time."""
+    """Your app's runs that came in (pushed, imported or traced) whose latest review is at or
+    after `reviewed_since`, or after `cursor`, oldest review first: each with its trace id,
+    the verdict, the corrected answer and flag reason, the reviewer and the review time.
+    Follow `next` while it is given; keep `resume` to poll for later reviews. Pages are a
+    keyset (review time, run id): the last page of many costs what the first does. A review
+    is listed once it is API_VERDICT_SETTLE_SECONDS (1 s) old, so none saved while a page is
+    read is skipped."""
+    if (reviewed_since_ is None) == (cursor is None):
+        raise RequestValidationError([{"type": "missing", "loc": ("query", "reviewed_since"),
+                                       "msg": "send reviewed_since (a time) or cursor (an earlier page's next), one of them"}])
+    after = Position.decode(cursor) if cursor is not None else Position.since(reviewed_since_)  # type: ignore[arg-type]
     with transaction(settings) as session:
-        verify_api_key(key, session=session)
-        found = reviewed_since(reviewed_since_, limit=limit, session=session)
-    return ReviewedRunsResponse(runs=[ReviewedRunResponse(**asdict(r)) for r in found])
+        caller = verify_api_key(key, session=session)
+        page = reviewed_page(after, app=app_to_read(caller, app), limit=limit,
+                             settle_seconds=settings.api_verdict_settle_seconds, session=session)
+    resume = page.resume.encode()
+    return ReviewedRunsResponse(runs=[ReviewedRunResponse(**asdict(r)) for r in page.runs],
+                                next=resume if page.more else None, resume=resume)
 
 
 @router.post("/assess", tags=["runs"], response_model=AssessResponse,
@@ -190,6 +220,6 @@ def _parse_runs(body: Any, *, max_batch: int) -> list[ExternalRun]:
 
 def _status(found: IntakeStatus) -> RunStatusResponse:
     return RunStatusResponse(
-        intake_id=found.intake_id, trace_id=found.trace_id, source=found.source, status=found.status,
+        intake_id=found.intake_id, app=found.app, trace_id=found.trace_id, source=found.source, status=found.status,
         received_at=found.received_at, error=found.error, run_id=found.run_id, assessed_at=found.assessed_at,
         confidence=found.confidence, level=found.level, review_status=found.review_status, verdict=found.verdict)

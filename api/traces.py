@@ -17,17 +17,20 @@ from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
 from api.auth import presented_key
-from api.errors import public_message, status_for
+from api.errors import error_headers, public_message, status_for
 from services.errors import InputError, NotAuthenticatedError, PayloadTooLargeError, WorkbenchError
+from services.intake.api_keys import require_push
 from services.intake.otlp import JSON, decode_export, media_type
+from services.intake.quotas import Backlogs
 from services.intake.trace_keys import TraceKeys
 from services.intake.traces import StoredExport, store_spans
 from services.settings import Settings
 from services.store import transaction
 
 router = APIRouter()
-_GRPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 413: code_pb2.RESOURCE_EXHAUSTED,
-               415: code_pb2.INVALID_ARGUMENT, 503: code_pb2.UNAVAILABLE}
+_GRPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED,
+               413: code_pb2.RESOURCE_EXHAUSTED, 415: code_pb2.INVALID_ARGUMENT, 429: code_pb2.RESOURCE_EXHAUSTED,
+               503: code_pb2.UNAVAILABLE}
 _SHOWN_REFUSALS = 3
 # The body is read raw (either encoding, maybe gzipped), so its schema is spelled out for /docs.
 _TRACES_BODY = {"requestBody": {"required": True, "content": {
@@ -65,13 +68,12 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
     try:
         stored = await run_in_threadpool(_receive, body, request.headers.get("content-type"),
                                          request.headers.get("content-encoding"), key, judges, settings,
-                                         request.app.state.keys)
+                                         request.app.state.keys, request.app.state.backlogs)
     except PayloadTooLargeError as exc:
         return _status(413, str(exc), as_json=as_json)
     except WorkbenchError as exc:
         code = 400 if isinstance(exc, InputError) else status_for(exc)
-        return _status(code, public_message(exc, code), as_json=as_json,
-                       headers={"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None)
+        return _status(code, public_message(exc, code), as_json=as_json, headers=error_headers(exc))
     if stored.refused and not (stored.accepted or stored.duplicates or stored.late):
         return _status(400, _refusals(stored), as_json=as_json)
     answer = ExportTraceServiceResponse()
@@ -82,16 +84,20 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
 
 
 def _receive(body: bytes, content_type: str | None, content_encoding: str | None, key: str | None, judges: bool,
-             settings: Settings, keys: TraceKeys) -> StoredExport:
+             settings: Settings, keys: TraceKeys, backlogs: Backlogs) -> StoredExport:
     with transaction(settings) as session:
         # api/gate.py refused a stranger before the body was read. A key verified lately is
         # not looked up again; store_spans checks it is still active where it writes.
         caller = keys.verify(key, session=session)
+        require_push(caller.key)
         spans = decode_export(body, content_type=content_type, content_encoding=content_encoding,
                               max_bytes=settings.api_max_body_bytes)
+        # Each trace becomes one record once assembled: the export counts against the key's backlog.
+        backlogs.check(caller.key.key_id, len({s.trace_id for s in spans}), cap=settings.api_max_queued_per_key,
+                       key_prefix=caller.key.prefix, session=session)
         try:
-            return store_spans(spans, api_key_id=caller.key.key_id, key_hash=caller.key_hash, judges=judges,
-                               session=session)
+            return store_spans(spans, app=caller.key.app, api_key_id=caller.key.key_id, key_hash=caller.key_hash,
+                               judges=judges, session=session)
         except NotAuthenticatedError:  # revoked since it was verified
             keys.forget(caller.key_hash)
             raise

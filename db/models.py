@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     PrimaryKeyConstraint,
@@ -149,6 +150,12 @@ class Run(Base):
     """One answered question: its final state and everything needed to re-score it."""
 
     __tablename__ = "runs"
+    __table_args__ = (
+        Index("runs_trace_id", "trace_id", "app", unique=True),
+        Index("runs_reviewed_by_app", "app", "reviewed_at", "id",
+              postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
+        Index("runs_reviewed_external", "reviewed_at", "id", postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
+    )
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     query: Mapped[str] = mapped_column(Text)
     preset: Mapped[str] = mapped_column(Text)
@@ -184,9 +191,11 @@ class Run(Base):
     flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     review_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
     p_supported: Mapped[float | None] = mapped_column(Float, nullable=True)  # the judge's, on the best iteration
-    # Set on runs assessed from another system's record: its trace id and metadata.
-    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
+    # Set on runs assessed from another system's record: its trace id and metadata, and the app
+    # whose key sent it (a trace id is unique per app; migration 0013).
+    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     external: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    app: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ReviewHistory(Base):
@@ -303,8 +312,14 @@ class ApiKey(Base):
     """A key another system sends to the HTTP API; only its sha256 is stored."""
 
     __tablename__ = "api_keys"
+    __table_args__ = (
+        CheckConstraint("scope IN ('push', 'read', 'admin')", name="api_keys_scope"),
+        CheckConstraint("app ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$'", name="api_keys_app"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(Text)
+    app: Mapped[str] = mapped_column(Text)  # the system the key speaks for: it pushes and reads that app's runs
+    scope: Mapped[str] = mapped_column(Text, default="push", server_default="push")  # push, read or admin
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(Text, default="")
@@ -320,10 +335,14 @@ class RunIntake(Base):
     __table_args__ = (
         CheckConstraint("source IN ('import', 'api', 'otlp')", name="run_intake_source"),
         CheckConstraint("status IN ('queued', 'assessed', 'failed')", name="run_intake_status"),
-        Index("run_intake_queued", "id", postgresql_where=text("status = 'queued'")),
+        UniqueConstraint("app", "trace_id", name="run_intake_app_trace_id"),
+        Index("run_intake_queued", "app", "id", postgresql_where=text("status = 'queued'")),
+        Index("run_intake_queued_by_key", "api_key_id", postgresql_where=text("status = 'queued'")),
+        Index("run_intake_run_id", "run_id"),
     )
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
+    app: Mapped[str] = mapped_column(Text)  # the app of the key that sent it; imports go to "default"
+    trace_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     source: Mapped[str] = mapped_column(Text)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), nullable=True)
@@ -343,6 +362,7 @@ class OtlpTrace(Base):
         CheckConstraint("state IN ('open', 'assembled', 'dropped', 'refused')", name="otlp_traces_state"),
         Index("otlp_traces_open", "last_received_at", postgresql_where=text("state = 'open'")),
     )
+    app: Mapped[str] = mapped_column(Text, primary_key=True)
     trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
     service_name: Mapped[str | None] = mapped_column(Text, nullable=True)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), nullable=True)
@@ -363,7 +383,10 @@ class OtlpSpan(Base):
     """A span of an open trace; deleted once the trace is closed (its count and id kept on the trace)."""
 
     __tablename__ = "otlp_spans"
-    trace_id: Mapped[str] = mapped_column(ForeignKey("otlp_traces.trace_id", ondelete="CASCADE"), primary_key=True)
+    __table_args__ = (ForeignKeyConstraint(["app", "trace_id"], ["otlp_traces.app", "otlp_traces.trace_id"],
+                                           ondelete="CASCADE", onupdate="CASCADE", name="otlp_spans_trace_fkey"),)
+    app: Mapped[str] = mapped_column(Text, primary_key=True)
+    trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
     span_id: Mapped[str] = mapped_column(Text, primary_key=True)
     parent_span_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     facts: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)

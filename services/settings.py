@@ -67,6 +67,16 @@ class Settings(StoreSettings):
     api_assess_max_contexts: int = Field(default=50, ge=1)
     api_assess_max_context_chars: int = Field(default=200_000, ge=1_000)
     api_assess_max_concurrent: int = Field(default=4, ge=1)
+    # Quotas per API key (429 with Retry-After past them; 0 turns one off): requests a second,
+    # with a burst allowance, counted before the body is read; and records of the key still
+    # waiting for their assessment, so one system's flood cannot fill the queue. The worker
+    # takes turns over apps besides, so another app's runs do not wait behind the flood.
+    api_rate_per_key: float = Field(default=500.0, ge=0)
+    api_rate_burst: int = Field(default=1_000, ge=1)
+    api_max_queued_per_key: int = Field(default=50_000, ge=0)
+    # GET /runs lists a review once it is this old, so one saved while a page is read is not
+    # passed over by the page's cursor.
+    api_verdict_settle_seconds: float = Field(default=1.0, ge=0, le=60)
     # Traces (POST /v1/traces): a trace is assembled into a run once its root span has arrived
     # and nothing more of it for OTLP_SETTLE_SECONDS (exports can arrive out of order), or,
     # when no root span comes, once nothing of it has arrived for OTLP_QUIET_SECONDS.

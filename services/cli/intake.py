@@ -185,31 +185,37 @@ def _exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
-api_key_app = typer.Typer(no_args_is_help=True, help="Keys for the HTTP API: create, list, revoke.")
+api_key_app = typer.Typer(no_args_is_help=True, help="Keys for the HTTP API, each for one app: create, list, move, revoke.")
 app.add_typer(api_key_app, name="api-key")
 
 
 @api_key_app.command("create")
 def api_key_create(
     name: str = typer.Argument(..., help="What will use the key, e.g. support-bot-prod."),
+    app_name: str = typer.Option(..., "--app", help="The app (system) the key speaks for, e.g. support-bot: it pushes "
+                                                   "runs under it and reads only its runs. Keys from before apps are in "
+                                                   "'default'."),
+    scope: str = typer.Option("push", "--scope", help="push (push and read its app's runs), read (read them only) or "
+                                                     "admin (push, and read every app's runs)."),
     created_by: str = typer.Option(os.environ.get("USER", ""), help="Who is creating it (recorded)."),
 ) -> None:
-    """Create a key and print it (stdout, once: only its hash is stored)."""
+    """Create a key for an app and print it (stdout, once: only its hash is stored)."""
     from services.intake.api_keys import create_api_key
     from services.store import transaction
 
     try:
         with transaction() as session:
-            new = create_api_key(name=name, created_by=created_by, session=session)
+            new = create_api_key(name=name, app=app_name, scope=scope, created_by=created_by, session=session)
     except WorkbenchError as exc:
         fail(exc)
     typer.echo(new.key)
-    typer.echo(f"key {new.info.key_id} ({new.info.name}) created; keep it now, it cannot be shown again", err=True)
+    typer.echo(f"key {new.info.key_id} ({new.info.name}, app {new.info.app}, scope {new.info.scope}) created; keep it now, "
+               "it cannot be shown again", err=True)
 
 
 @api_key_app.command("list")
 def api_key_list(as_json: bool = typer.Option(False, "--json", help="Print the keys as JSON.")) -> None:
-    """Every key: id, name, visible prefix, when created and last used, whether revoked."""
+    """Every key: id, name, app, scope, visible prefix, when created and last used, whether revoked."""
     from dataclasses import asdict
 
     from services.intake.api_keys import list_api_keys
@@ -226,7 +232,28 @@ def api_key_list(as_json: bool = typer.Option(False, "--json", help="Print the k
     for k in keys:
         state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
         used = f"{k.last_used_at:%Y-%m-%d %H:%M}" if k.last_used_at else "never"
-        typer.echo(f"{k.key_id:>4}  {k.prefix}...  {k.name:30}  created {k.created_at:%Y-%m-%d}  used {used}  {state}")
+        typer.echo(f"{k.key_id:>4}  {k.prefix}...  {k.name:30}  app {k.app:20}  {k.scope:5}  "
+                   f"created {k.created_at:%Y-%m-%d}  used {used}  {state}")
+
+
+@api_key_app.command("move")
+def api_key_move(
+    key_id: int = typer.Argument(..., help="The key's id (workbench api-key list)."),
+    app_name: str = typer.Option(..., "--app", help="The app it belongs to from now on."),
+) -> None:
+    """Move a key to another app with everything it sent (records, their runs, traces): how the
+    keys of before apps, all in 'default', are split one app per system. API servers that
+    remembered the key take the move within 30 s."""
+    from services.intake.api_keys import move_api_key
+    from services.store import transaction
+
+    try:
+        with transaction() as session:
+            moved = move_api_key(key_id, app=app_name, session=session)
+    except WorkbenchError as exc:
+        fail(exc)
+    typer.echo(f"key {moved.key.key_id} ({moved.key.name}) is in app {moved.key.app}: moved {moved.records} records, "
+               f"{moved.runs} runs and {moved.traces} traces with it")
 
 
 @api_key_app.command("revoke")

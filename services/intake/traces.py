@@ -7,6 +7,8 @@ otlp_traces remembers every trace id: spans of a trace already assembled, droppe
 refused are counted as late (or as repeats, when sent before) and never make a second run.
 Span rows live only while their trace is open: closing a trace deletes them and keeps their
 number and ids on the trace row, which is all a later span of it is checked against.
+A trace belongs to the app of the key that sent it: trace ids are unique per app, so two
+apps sending the same trace id make two traces, and two runs.
 Functions take `*, session` and do not commit: an export's spans land together or not at all.
 """
 
@@ -21,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.errors import NotAuthenticatedError
+from services.intake.api_keys import DEFAULT_APP, check_app_name
 from services.intake.intake import accept_records
 from services.intake.otlp import Span
 from services.intake.span_facts import SpanRefusedError, span_facts
@@ -65,15 +68,15 @@ WHERE CAST(:key_hash AS text) IS NULL OR EXISTS (
 # parent rows come from the same statement: the foreign key is checked at its end.
 _STORE = text(f"""
 WITH caller AS ({_ACTIVE_KEY}), traces AS (
-    INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, judges)
-    SELECT trace_id, service_name, caller.id, :judges
+    INSERT INTO otlp_traces AS t (app, trace_id, service_name, api_key_id, judges)
+    SELECT :app, trace_id, service_name, caller.id, :judges
     FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[])) AS u(trace_id, service_name) CROSS JOIN caller
-    ON CONFLICT (trace_id) DO UPDATE SET last_received_at = now(),
+    ON CONFLICT (app, trace_id) DO UPDATE SET last_received_at = now(),
         service_name = COALESCE(t.service_name, EXCLUDED.service_name)
     RETURNING trace_id, state
 ), kept AS (
-    INSERT INTO otlp_spans (trace_id, span_id, parent_span_id, facts)
-    SELECT s.trace_id, s.span_id, s.parent, s.facts
+    INSERT INTO otlp_spans (app, trace_id, span_id, parent_span_id, facts)
+    SELECT :app, s.trace_id, s.span_id, s.parent, s.facts
     FROM unnest(CAST(:span_traces AS text[]), CAST(:span_ids AS text[]), CAST(:parents AS text[]),
                 CAST(:facts AS jsonb[])) AS s(trace_id, span_id, parent, facts)
     JOIN traces ON traces.trace_id = s.trace_id AND traces.state = 'open'
@@ -91,34 +94,40 @@ UPDATE otlp_traces t SET late_spans = t.late_spans + n.late, span_ids = t.span_i
 FROM (SELECT s.trace_id, count(*) AS late, array_agg(s.span_id) AS ids
       FROM (SELECT DISTINCT trace_id, span_id
             FROM unnest(CAST(:trace_ids AS text[]), CAST(:span_ids AS text[])) AS u(trace_id, span_id)) s
-      JOIN otlp_traces o ON o.trace_id = s.trace_id AND NOT s.span_id = ANY(o.span_ids)
+      JOIN otlp_traces o ON o.app = :app AND o.trace_id = s.trace_id AND NOT s.span_id = ANY(o.span_ids)
       GROUP BY s.trace_id) n
-WHERE t.trace_id = n.trace_id
+WHERE t.app = :app AND t.trace_id = n.trace_id
 RETURNING n.late
 """)
 _REFUSE_TRACES = text("""
-INSERT INTO otlp_traces AS t (trace_id, service_name, api_key_id, state, reason, closed_at)
-SELECT trace_id, service_name, CAST(:api_key_id AS integer), 'refused', reason, now()
+INSERT INTO otlp_traces AS t (app, trace_id, service_name, api_key_id, state, reason, closed_at)
+SELECT :app, trace_id, service_name, CAST(:api_key_id AS integer), 'refused', reason, now()
 FROM unnest(CAST(:trace_ids AS text[]), CAST(:services AS text[]), CAST(:reasons AS text[])) AS u(trace_id, service_name, reason)
-ON CONFLICT (trace_id) DO UPDATE SET state = 'refused', reason = EXCLUDED.reason, closed_at = now(),
+ON CONFLICT (app, trace_id) DO UPDATE SET state = 'refused', reason = EXCLUDED.reason, closed_at = now(),
     last_received_at = now()
 WHERE t.state = 'open'
 """)
-# Closing a trace: its span rows go, their number and ids stay on the trace row.
+# Closing traces, given as (app, trace id) pairs: their span rows go, their number and ids
+# stay on the trace row.
 _RETIRE_SPANS = text("""
-WITH gone AS (DELETE FROM otlp_spans WHERE trace_id = ANY(:trace_ids) RETURNING trace_id, span_id)
+WITH closing AS (SELECT * FROM unnest(CAST(:apps AS text[]), CAST(:trace_ids AS text[])) AS c(app, trace_id)),
+gone AS (
+    DELETE FROM otlp_spans s USING closing c WHERE s.app = c.app AND s.trace_id = c.trace_id
+    RETURNING s.app, s.trace_id, s.span_id
+)
 UPDATE otlp_traces t SET spans = g.spans, span_ids = g.span_ids
-FROM (SELECT trace_id, count(*) AS spans, array_agg(span_id) AS span_ids FROM gone GROUP BY trace_id) g
-WHERE t.trace_id = g.trace_id
+FROM (SELECT app, trace_id, count(*) AS spans, array_agg(span_id) AS span_ids FROM gone GROUP BY app, trace_id) g
+WHERE t.app = g.app AND t.trace_id = g.trace_id
 """)
 
 
-def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, key_hash: str | None = None,
-                judges: bool = True, session: Session) -> StoredExport:
-    """Keep an export's spans under their traces. A trace with a span that can never be part
-    of a record (span_facts.SpanRefusedError) is refused whole: none of its spans is kept,
-    spans of it kept before are dropped, and it will not be assembled. With `key_hash`, the
-    key `api_key_id` must still be active (NotAuthenticatedError, nothing stored)."""
+def store_spans(spans: Sequence[Span], *, app: str = DEFAULT_APP, api_key_id: int | None = None,
+                key_hash: str | None = None, judges: bool = True, session: Session) -> StoredExport:
+    """Keep an export's spans under their traces, of `app`. A trace with a span that can never
+    be part of a record (span_facts.SpanRefusedError) is refused whole: none of its spans is
+    kept, spans of it kept before are dropped, and it will not be assembled. With `key_hash`,
+    the key `api_key_id` must still be active (NotAuthenticatedError, nothing stored)."""
+    check_app_name(app)
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         by_trace[span.trace_id].append(span)
@@ -133,14 +142,14 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, key_has
         key = {"api_key_id": api_key_id, "key_hash": key_hash}
         if key_hash is not None and session.execute(text(_ACTIVE_KEY), key).first() is None:
             raise _revoked()
-        _refuse(refused, by_trace, api_key_id=api_key_id, session=session)
+        _refuse(refused, by_trace, app=app, api_key_id=api_key_id, session=session)
     # Trace rows are locked in one order by every export, so two exports sharing traces never deadlock.
     keep = {t: by_trace[t] for t in sorted(by_trace) if t not in {r.trace_id for r in refused}}
     if not keep:
         return StoredExport(0, 0, 0, refused)
     rows = [s for members in keep.values() for s in members]
     states = session.execute(_STORE, {
-        "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()],
+        "trace_ids": list(keep), "services": [m[0].service_name for m in keep.values()], "app": app,
         "api_key_id": api_key_id, "key_hash": key_hash, "judges": judges,
         "span_traces": [s.trace_id for s in rows], "span_ids": [s.span_id for s in rows],
         "parents": [s.parent_span_id for s in rows], "facts": [json.dumps(facts[(s.trace_id, s.span_id)]) for s in rows],
@@ -149,7 +158,7 @@ def store_spans(spans: Sequence[Span], *, api_key_id: int | None = None, key_has
         raise _revoked()
     accepted = sum(row.kept for row in states)
     closed = [s for row in states if row.state != "open" for s in keep[row.trace_id]]
-    late = _count_late(closed, session=session) if closed else 0
+    late = _count_late(closed, app=app, session=session) if closed else 0
     return StoredExport(accepted, len(rows) - accepted - late, late, refused)
 
 
@@ -157,18 +166,18 @@ def _revoked() -> NotAuthenticatedError:
     return NotAuthenticatedError("that API key was revoked; ask for a new one")
 
 
-def _count_late(spans: list[Span], *, session: Session) -> int:
-    return sum(session.execute(_COUNT_LATE, {"trace_ids": [s.trace_id for s in spans],
+def _count_late(spans: list[Span], *, app: str, session: Session) -> int:
+    return sum(session.execute(_COUNT_LATE, {"app": app, "trace_ids": [s.trace_id for s in spans],
                                              "span_ids": [s.span_id for s in spans]}).scalars())
 
 
-def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, api_key_id: int | None,
+def _refuse(refused: list[RefusedTrace], by_trace: dict[str, list[Span]], *, app: str, api_key_id: int | None,
             session: Session) -> None:
     reasons = {r.trace_id: r.reason for r in refused}
     ids = sorted(reasons)
-    session.execute(_REFUSE_TRACES, {"trace_ids": ids, "services": [by_trace[t][0].service_name for t in ids],
+    session.execute(_REFUSE_TRACES, {"app": app, "trace_ids": ids, "services": [by_trace[t][0].service_name for t in ids],
                                      "reasons": [reasons[t] for t in ids], "api_key_id": api_key_id})
-    session.execute(_RETIRE_SPANS, {"trace_ids": ids})  # spans kept before, of a trace refused now
+    session.execute(_RETIRE_SPANS, {"apps": [app] * len(ids), "trace_ids": ids})  # spans kept before, of a trace refused now
 
 
 # --- assembly --------------------------------------------------------------------------------
@@ -182,23 +191,25 @@ class AssemblySummary:
 # SKIP LOCKED: an export holding a trace's row (adding spans) is not waited for, and any
 # number of assemblers can run; each trace is claimed by one.
 _READY = text("""
-SELECT trace_id, service_name, api_key_id, judges FROM otlp_traces t
+SELECT app, trace_id, service_name, api_key_id, judges FROM otlp_traces t
 WHERE state = 'open' AND (
     (last_received_at <= now() - make_interval(secs => :settle)
-     AND EXISTS (SELECT 1 FROM otlp_spans s WHERE s.trace_id = t.trace_id AND s.parent_span_id IS NULL))
+     AND EXISTS (SELECT 1 FROM otlp_spans s WHERE s.app = t.app AND s.trace_id = t.trace_id AND s.parent_span_id IS NULL))
     OR last_received_at <= now() - make_interval(secs => :quiet))
 ORDER BY last_received_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 """)
 _SPANS_OF = text("""
-SELECT trace_id, span_id, parent_span_id, facts FROM otlp_spans
-WHERE trace_id = ANY(:trace_ids) AND facts IS NOT NULL
+SELECT s.app, s.trace_id, s.span_id, s.parent_span_id, s.facts
+FROM otlp_spans s JOIN unnest(CAST(:apps AS text[]), CAST(:trace_ids AS text[])) AS c(app, trace_id)
+    ON s.app = c.app AND s.trace_id = c.trace_id
+WHERE s.facts IS NOT NULL
 """)
 _CLOSE = text("""
 UPDATE otlp_traces t SET state = c.state, reason = c.reason, intake_id = c.intake_id, closed_at = now()
-FROM unnest(CAST(:trace_ids AS text[]), CAST(:states AS text[]), CAST(:reasons AS text[]), CAST(:intake_ids AS bigint[]))
-    AS c(trace_id, state, reason, intake_id)
-WHERE t.trace_id = c.trace_id
+FROM unnest(CAST(:apps AS text[]), CAST(:trace_ids AS text[]), CAST(:states AS text[]), CAST(:reasons AS text[]),
+            CAST(:intake_ids AS bigint[])) AS c(app, trace_id, state, reason, intake_id)
+WHERE t.app = c.app AND t.trace_id = c.trace_id
 """)
 
 
@@ -208,25 +219,27 @@ def assemble_ready_traces(*, settle_seconds: float, quiet_seconds: float, limit:
     ready = session.execute(_READY, {"settle": settle_seconds, "quiet": quiet_seconds, "limit": limit}).all()
     if not ready:
         return AssemblySummary(0, 0)
-    spans: dict[str, list[TraceSpan]] = defaultdict(list)
-    for row in session.execute(_SPANS_OF, {"trace_ids": [r.trace_id for r in ready]}):
-        spans[row.trace_id].append(TraceSpan(row.span_id, row.parent_span_id, row.facts))
-    closed: dict[str, tuple[str, str | None, int | None]] = {}
-    batches: dict[tuple[int | None, bool], list] = defaultdict(list)  # type: ignore[type-arg]
+    spans: dict[tuple[str, str], list[TraceSpan]] = defaultdict(list)
+    for row in session.execute(_SPANS_OF, {"apps": [r.app for r in ready], "trace_ids": [r.trace_id for r in ready]}):
+        spans[(row.app, row.trace_id)].append(TraceSpan(row.span_id, row.parent_span_id, row.facts))
+    closed: dict[tuple[str, str], tuple[str, str | None, int | None]] = {}
+    batches: dict[tuple[str, int | None, bool], list] = defaultdict(list)  # type: ignore[type-arg]
     for row in ready:
-        outcome = assemble_trace(row.trace_id, spans[row.trace_id], service_name=row.service_name)
+        outcome = assemble_trace(row.trace_id, spans[(row.app, row.trace_id)], service_name=row.service_name)
         if outcome.record is None:
-            closed[row.trace_id] = ("dropped", (outcome.reason or "")[:MAX_REASON_CHARS], None)
+            closed[(row.app, row.trace_id)] = ("dropped", (outcome.reason or "")[:MAX_REASON_CHARS], None)
         else:
-            batches[(row.api_key_id, row.judges)].append(outcome.record)
-    for (api_key_id, judges), records in batches.items():
-        for accepted in accept_records(records, source="otlp", api_key_id=api_key_id, judges=judges, session=session):
+            batches[(row.app, row.api_key_id, row.judges)].append(outcome.record)
+    for (app, api_key_id, judges), records in batches.items():
+        for accepted in accept_records(records, source="otlp", app=app, api_key_id=api_key_id, judges=judges,
+                                       session=session):
             assert accepted.trace_id is not None
-            closed[accepted.trace_id] = ("assembled", None, accepted.intake_id)
-    ids = list(closed)
-    session.execute(_CLOSE, {"trace_ids": ids, "states": [closed[t][0] for t in ids],
-                             "reasons": [closed[t][1] for t in ids], "intake_ids": [closed[t][2] for t in ids]})
-    session.execute(_RETIRE_SPANS, {"trace_ids": ids})
+            closed[(app, accepted.trace_id)] = ("assembled", None, accepted.intake_id)
+    keys = list(closed)
+    apps, ids = [k[0] for k in keys], [k[1] for k in keys]
+    session.execute(_CLOSE, {"apps": apps, "trace_ids": ids, "states": [closed[k][0] for k in keys],
+                             "reasons": [closed[k][1] for k in keys], "intake_ids": [closed[k][2] for k in keys]})
+    session.execute(_RETIRE_SPANS, {"apps": apps, "trace_ids": ids})
     dropped = sum(1 for c in closed.values() if c[0] == "dropped")
     return AssemblySummary(len(closed) - dropped, dropped)
 

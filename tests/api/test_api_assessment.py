@@ -40,7 +40,7 @@ ASSESSMENT_TIMEOUT_S = 360
 
 @pytest.fixture(scope="module")
 def base_url(engine, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    with serving(create_app(settings)) as url:
+    with serving(create_app(settings.model_copy(update={"api_verdict_settle_seconds": 0}))) as url:
         yield url
 
 
@@ -106,7 +106,7 @@ def test_a_pushed_run_is_assessed_reviewed_exported_and_its_verdict_pulled_back(
         ("prod-0007", "api", {"app": "support-bot", "model": "gpt-x", "user": "u-19", "extra": {"latency_ms": 840}})]
 
     before = (datetime.now(UTC) - timedelta(seconds=5)).isoformat()
-    assert client.get("/runs", params={"reviewed_since": before}, headers=auth).json() == {"runs": []}
+    assert client.get("/runs", params={"reviewed_since": before}, headers=auth).json()["runs"] == []
     _, version = current_review_state(run.run_id)  # type: ignore[arg-type]
     submit_review(run.run_id, expected_version=version, action="correct", reviewer="ana",  # type: ignore[arg-type]
                   corrected_answer="Replace the battery, then remaster.", comment="shorter")
@@ -120,7 +120,7 @@ def test_a_pushed_run_is_assessed_reviewed_exported_and_its_verdict_pulled_back(
     assert datetime.fromisoformat(verdict["reviewed_at"]) >= datetime.fromisoformat(before)
     assert client.get(f"/runs/{intake_id}", headers=auth).json()["verdict"] == "corrected"
     later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
-    assert client.get("/runs", params={"reviewed_since": later}, headers=auth).json() == {"runs": []}
+    assert client.get("/runs", params={"reviewed_since": later}, headers=auth).json()["runs"] == []
 
 
 def test_judges_false_is_kept_with_the_pushed_record(client, auth):  # type: ignore[no-untyped-def]

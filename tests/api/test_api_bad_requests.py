@@ -4,33 +4,17 @@ query is a 422, not a 500. On a real server and the real store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import httpx
 import pytest
 from sqlalchemy import text
 
-from api.app import create_app
 from api.errors import MAX_LISTED_PROBLEMS
-from services.intake.api_keys import create_api_key
 from services.store import transaction
-from tests.api._server import serving
+from tests.api._server import real_server
 
 UNKNOWN_FIELDS = 20
 
 
-@pytest.fixture(scope="module")
-def base_url(engine, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    with serving(create_app(settings, assess=False)) as url:
-        yield url
-
-
-@pytest.fixture()
-def client(base_url: str, clean_db, settings) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
-    with transaction(settings) as session:
-        key = create_api_key(name="careless-client", session=session).key
-    with httpx.Client(base_url=base_url, timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
-        yield http
+base_url, client = real_server(key_name="careless-client")
 
 
 def test_a_batch_of_bad_records_lists_the_first_problems_and_counts_them_all(client, settings):  # type: ignore[no-untyped-def]

@@ -6,37 +6,22 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from sqlalchemy import text
 
-from api.app import create_app
-from services.intake.api_keys import create_api_key
 from services.store import transaction
 from tests._otlp import json_body, json_document, protobuf_body, rag_trace, trace_id_of
-from tests.api._server import serving
+from tests.api._server import real_server
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
 
 
-@pytest.fixture(scope="module")
-def base_url(engine, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    with serving(create_app(settings, assess=False)) as url:  # the default 4 MB body limit
-        yield url
-
-
-@pytest.fixture()
-def client(base_url: str, clean_db, settings) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
-    with transaction(settings) as session:
-        key = create_api_key(name="collector", session=session).key
-    with httpx.Client(base_url=base_url, timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
-        yield http
+base_url, client = real_server(key_name="collector")  # the default 4 MB body limit
 
 
 def stored(settings) -> tuple[int, int]:  # type: ignore[no-untyped-def]

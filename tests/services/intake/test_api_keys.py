@@ -1,12 +1,22 @@
-"""API keys: shown once, stored hashed, verified, revoked."""
+"""API keys: shown once, stored hashed, verified, revoked; each of an app, with a scope."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
 
-from services.errors import InputError, NotAuthenticatedError, NotFoundError
-from services.intake.api_keys import create_api_key, hash_key, list_api_keys, revoke_api_key, verify_api_key
+from services.errors import ConflictError, InputError, NotAuthenticatedError, NotFoundError, PermissionDeniedError
+from services.intake.api_keys import (
+    DEFAULT_APP,
+    app_to_read,
+    create_api_key,
+    hash_key,
+    list_api_keys,
+    move_api_key,
+    require_push,
+    revoke_api_key,
+    verify_api_key,
+)
 from services.store import transaction
 
 
@@ -70,3 +80,70 @@ def test_bad_names_and_unknown_ids_are_refused(clean_db, settings):
             revoke_api_key(12345, session=session)
         with pytest.raises(NotFoundError):
             revoke_api_key(2**40, session=session)
+
+
+def test_a_key_carries_its_app_and_scope_and_reads_only_what_its_scope_allows(clean_db, settings):
+    with transaction(settings) as session:
+        pusher = create_api_key(name="bot", app="support", session=session)
+        reader = create_api_key(name="dash", app="support", scope="read", session=session)
+        admin = create_api_key(name="ops", app="ops", scope="admin", session=session)
+        before_apps = create_api_key(name="old-style", session=session)
+        found = {k: verify_api_key(new.key, session=session) for k, new in
+                 {"push": pusher, "read": reader, "admin": admin, "default": before_apps}.items()}
+    assert [(k.app, k.scope) for k in found.values()] == [("support", "push"), ("support", "read"), ("ops", "admin"),
+                                                           (DEFAULT_APP, "push")]
+    require_push(found["push"])
+    require_push(found["admin"])
+    with pytest.raises(PermissionDeniedError, match="is a read key of app 'support'"):
+        require_push(found["read"])
+    assert app_to_read(found["push"]) == app_to_read(found["read"]) == app_to_read(found["read"], "support") == "support"
+    with pytest.raises(PermissionDeniedError, match="reads the runs of app 'support' only"):
+        app_to_read(found["push"], "ops")
+    assert (app_to_read(found["admin"]), app_to_read(found["admin"], "support")) == (None, "support")
+    with pytest.raises(InputError, match="an app's name"):
+        app_to_read(found["admin"], "no spaces")
+
+
+@pytest.mark.parametrize(("app", "scope"), [("", "push"), ("a b", "push"), ("-lead", "push"), ("x" * 101, "push"),
+                                            ("ok", "root"), ("ok", "")])
+def test_an_app_name_or_scope_that_cannot_be_is_refused(clean_db, settings, app, scope):  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError), transaction(settings) as session:
+        create_api_key(name="bot", app=app, scope=scope, session=session)
+
+
+def test_a_key_from_before_apps_moves_to_its_own_app_with_what_it_sent(clean_db, settings):
+    from services.intake.intake import accept_records, mark_assessed
+    from services.intake.otlp import decode_export
+    from services.intake.schema import ExternalRun
+    from services.intake.traces import store_spans
+    from tests._otlp import protobuf_body, rag_trace
+
+    def record(trace_id: str) -> ExternalRun:
+        return ExternalRun.model_validate({"question": "Q?", "answer": "A.", "trace_id": trace_id})
+
+    with transaction(settings) as session:
+        old = create_api_key(name="support-bot", session=session).info  # as migration 0013 left it: in "default"
+        other = create_api_key(name="other-bot", session=session).info
+        mine = accept_records([record("s-1"), record("s-2")], source="api", api_key_id=old.key_id, session=session)
+        accept_records([record("o-1")], source="api", api_key_id=other.key_id, session=session)
+        run_id = session.execute(text(
+            "INSERT INTO runs (query, preset, backend, model, status, final_confidence, final_level, retrieval_confidence, "
+            "components, weights_profile, config, trace_id) VALUES ('q', 'external', 'external', 'm', 'pending', 0.5, "
+            "'LOW', 0.5, ARRAY[0.5], 'default v1', '{}', 's-1') RETURNING id")).scalar_one()
+        mark_assessed(mine[0].intake_id, run_id=run_id, session=session)
+        store_spans(decode_export(protobuf_body(rag_trace()), content_type="application/x-protobuf", content_encoding=None,
+                                  max_bytes=10_000_000), api_key_id=old.key_id, session=session)
+        moved = move_api_key(old.key_id, app="support", session=session)
+    assert (moved.key.app, moved.records, moved.runs, moved.traces) == ("support", 2, 1, 1)
+    with transaction(settings) as session:
+        apps = session.execute(text("SELECT (SELECT array_agg(DISTINCT app ORDER BY app) FROM run_intake), "
+                                    "(SELECT app FROM runs), (SELECT app FROM otlp_spans LIMIT 1)")).one()
+    assert tuple(apps) == (["default", "support"], "support", "support")  # the other key's record stayed
+
+    with transaction(settings) as session:  # a trace id the app already holds: nothing moves
+        accept_records([record("o-1")], source="api", app="support", session=session)
+    with pytest.raises(ConflictError, match="already holds trace ids key 2 sent \\('o-1'\\)"), \
+            transaction(settings) as session:
+        move_api_key(other.key_id, app="support", session=session)
+    with pytest.raises(NotFoundError), transaction(settings) as session:
+        move_api_key(99, app="support", session=session)

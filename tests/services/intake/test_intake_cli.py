@@ -107,15 +107,31 @@ def test_import_schema_prints_the_json_schema():
 
 def test_api_keys_are_created_listed_and_revoked(clean_db, settings):
     runner = CliRunner()
-    created = runner.invoke(app, ["api-key", "create", "support-bot", "--created-by", "ana"])
+    created = runner.invoke(app, ["api-key", "create", "support-bot", "--app", "support", "--created-by", "ana"])
     assert created.exit_code == 0, created.output
     key = created.stdout.strip()
-    assert key.startswith("wb_") and "cannot be shown again" in created.stderr
+    assert key.startswith("wb_") and "cannot be shown again" in created.stderr and "app support, scope push" in created.stderr
     listed = json.loads(runner.invoke(app, ["api-key", "list", "--json"]).stdout)
-    assert [(k["name"], k["created_by"], k["prefix"], k["revoked_at"]) for k in listed] == [("support-bot", "ana", key[:10], None)]
-    assert key not in runner.invoke(app, ["api-key", "list"]).stdout
+    assert [(k["name"], k["app"], k["scope"], k["created_by"], k["prefix"], k["revoked_at"]) for k in listed] == [
+        ("support-bot", "support", "push", "ana", key[:10], None)]
+    table = runner.invoke(app, ["api-key", "list"]).stdout
+    assert key not in table and "app support" in table
     revoked = runner.invoke(app, ["api-key", "revoke", str(listed[0]["key_id"])])
     assert revoked.exit_code == 0 and "revoked" in revoked.stdout
     assert json.loads(runner.invoke(app, ["api-key", "list", "--json"]).stdout)[0]["revoked_at"] is not None
     missing = runner.invoke(app, ["api-key", "revoke", "999"])
     assert missing.exit_code == 1 and "no API key 999" in missing.stderr
+
+
+def test_a_key_names_its_app_and_a_scope_it_can_have(clean_db):
+    runner = CliRunner()
+    no_app = runner.invoke(app, ["api-key", "create", "bot"])
+    assert no_app.exit_code == 2 and "--app" in no_app.output
+    bad_app = runner.invoke(app, ["api-key", "create", "bot", "--app", "my app"])
+    assert bad_app.exit_code == 1 and "an app's name is" in bad_app.stderr
+    bad_scope = runner.invoke(app, ["api-key", "create", "bot", "--app", "bot", "--scope", "root"])
+    assert bad_scope.exit_code == 1 and "push, read, admin" in bad_scope.stderr
+    reader = runner.invoke(app, ["api-key", "create", "dashboard", "--app", "bot", "--scope", "read"])
+    assert reader.exit_code == 0 and "scope read" in reader.stderr
+    listed = json.loads(runner.invoke(app, ["api-key", "list", "--json"]).stdout)
+    assert [(k["name"], k["app"], k["scope"]) for k in listed] == [("dashboard", "bot", "read")]

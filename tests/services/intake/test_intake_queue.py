@@ -78,20 +78,20 @@ def test_status_follows_the_row_and_its_run(clean_db, settings):
             "components, weights_profile, config, trace_id) VALUES ('q1', 'external', 'external', 'm', 'flagged', 0.42, "
             "'LOW', 0.5, ARRAY[0.5], 'default v1', '{}', 's-1') RETURNING id")).scalar_one()
     with transaction(settings) as session:
-        before = intake_status(queued.intake_id, session=session)
+        before = intake_status(queued.intake_id, app=None, session=session)
         assert (before.status, before.run_id, before.confidence, before.verdict) == ("queued", None, None, None)
         mark_assessed(queued.intake_id, run_id=run_id, session=session)
         mark_failed(failing.intake_id, "no contexts and no corpus to score against", session=session)
     with transaction(settings) as session:
-        done = intake_status_by_trace_id("s-1", session=session)
-        failed = intake_status(failing.intake_id, session=session)
+        done = intake_status_by_trace_id("s-1", app=None, session=session)
+        failed = intake_status(failing.intake_id, app=None, session=session)
         assert count_queued(session=session) == 0
-        assert [s.intake_id for s in intake_statuses([failing.intake_id, 999_999, queued.intake_id, 2**70], session=session)] \
+        assert [s.intake_id for s in intake_statuses([failing.intake_id, 999_999, queued.intake_id, 2**70], app=None, session=session)] \
             == [queued.intake_id, failing.intake_id]
         with pytest.raises(NotFoundError):
-            intake_status(999_999, session=session)
+            intake_status(999_999, app=None, session=session)
         with pytest.raises(NotFoundError):
-            intake_status_by_trace_id("nope", session=session)
+            intake_status_by_trace_id("nope", app=None, session=session)
         with pytest.raises(NotFoundError):
             mark_failed(999_999, "x", session=session)
     assert (done.status, done.run_id, done.confidence, done.level) == ("assessed", run_id, 0.42, "LOW")
@@ -122,7 +122,7 @@ def test_a_stored_payload_that_no_longer_validates_is_marked_failed_not_returned
     with transaction(settings) as session:
         assert [r.intake_id for r in next_queued(10, session=session)] == [good.intake_id]
     with transaction(settings) as session:
-        spoilt = intake_status(bad.intake_id, session=session)
+        spoilt = intake_status(bad.intake_id, app=None, session=session)
     assert spoilt.status == "failed" and "unknown: unknown field" in (spoilt.error or "")
 
 

@@ -60,7 +60,7 @@ def test_queued_records_become_runs_with_their_trace_ids_and_a_failure_stops_not
     assert progress == [(1, 3), (2, 3), (3, 3)]
 
     with transaction() as session:
-        first, broken, third = (intake_status(i, session=session) for i in ids)
+        first, broken, third = (intake_status(i, app=None, session=session) for i in ids)
     assert (first.status, broken.status, third.status) == ("assessed", "failed", "assessed")
     assert broken.error == "assessment failed: RuntimeError: the judge fell over" and broken.run_id is None
     assert runs_stored() == 2  # nothing of the failed record was written
@@ -84,9 +84,9 @@ def test_a_record_failing_after_its_run_was_written_leaves_no_run_behind(clean_d
     summary = process_queue(backend=ScriptedBackend())
     assert (summary.assessed, summary.failed) == (1, 1)
     with transaction() as session:
-        clash = intake_status(ids[0], session=session)
+        clash = intake_status(ids[0], app=None, session=session)
         assert clash.status == "failed" and "runs_trace_id" in (clash.error or "")
-        assert intake_status(ids[1], session=session).status == "assessed"
+        assert intake_status(ids[1], app=None, session=session).status == "assessed"
     assert runs_stored() == 2  # the clashing record's run was rolled back with its savepoint
 
 
@@ -96,7 +96,7 @@ def test_judges_follow_each_records_choice_and_can_be_turned_off_for_a_drain(cle
     backend = ScriptedBackend((0.9,))
     process_queue(backend=backend)
     with transaction() as session:
-        on, off = (load_run(intake_status(i, session=session).run_id, session=session) for i in (judged, unjudged))  # type: ignore[arg-type]
+        on, off = (load_run(intake_status(i, app=None, session=session).run_id, session=session) for i in (judged, unjudged))  # type: ignore[arg-type]
     assert on.reflection_score == 0.9 and on.crag_verdict is not None and on.config["assessment"]["judges"] is True
     assert (off.reflection_score, off.grade, off.crag_verdict) == (None, None, None)
     assert off.config["assessment"]["judges"] is False and "heuristic" in off.signals
@@ -104,7 +104,7 @@ def test_judges_follow_each_records_choice_and_can_be_turned_off_for_a_drain(cle
     [forced] = push(record("Judged unless the drain says no", "j-3"))
     process_queue(backend=backend, judges=False)
     with transaction() as session:
-        assert load_run(intake_status(forced, session=session).run_id, session=session).reflection_score is None  # type: ignore[arg-type]
+        assert load_run(intake_status(forced, app=None, session=session).run_id, session=session).reflection_score is None  # type: ignore[arg-type]
 
 
 def test_tuning_rescores_assessed_runs_to_their_stored_confidence(clean_db):
@@ -132,16 +132,17 @@ def test_verdicts_flow_back_and_exports_carry_trace_ids_and_metadata(clean_db):
     ids = push(record("Approve me", "v-1"), record("Correct me", "v-2"), record("Leave me", "v-3"), source="import")
     process_queue(backend=ScriptedBackend())
     with transaction() as session:
-        run_ids = [intake_status(i, session=session).run_id for i in ids]
+        run_ids = [intake_status(i, app=None, session=session).run_id for i in ids]
     before = datetime.now(UTC) - timedelta(seconds=1)
     submit_review(run_ids[0], expected_version=0, action="approve", reviewer="ana")  # type: ignore[arg-type]
     submit_review(run_ids[1], expected_version=0, action="correct", reviewer="ben",  # type: ignore[arg-type]
                   corrected_answer="The right answer.", comment="was wrong")
 
     with transaction() as session:
-        pulled = reviewed_since(before, session=session)
-        assert reviewed_since(datetime.now(UTC) + timedelta(minutes=1), session=session) == []
-        assert len(reviewed_since(before.replace(tzinfo=None), limit=1, session=session)) == 1  # naive is UTC
+        pulled = reviewed_since(before, app=None, settle_seconds=0, session=session)
+        assert reviewed_since(datetime.now(UTC) + timedelta(minutes=1), app=None, settle_seconds=0, session=session) == []
+        naive = before.replace(tzinfo=None)  # naive is UTC
+        assert len(reviewed_since(naive, app="default", limit=1, settle_seconds=0, session=session)) == 1
     assert [(r.trace_id, r.verdict, r.reviewer, r.corrected_answer, r.comment, r.source) for r in pulled] == [
         ("v-1", "approved", "ana", None, None, "import"), ("v-2", "corrected", "ben", "The right answer.", "was wrong", "import")]
     assert pulled[0].reviewed_at <= pulled[1].reviewed_at and pulled[1].review_version == 1
