@@ -104,7 +104,8 @@ def _problem(error: dict[str, Any]) -> dict[str, Any]:
     if error["type"] == "json_invalid":  # FastAPI puts the character offset where a field would be
         where = error["loc"][1] if len(error["loc"]) > 1 else "?"
         reason = error.get("ctx", {}).get("error", "")
-        return {"loc": ["body"], "msg": f"invalid JSON at character {where}: {reason}".rstrip(": "), "type": "json_invalid"}
+        at = f" at character {where}" if not isinstance(where, int) or where >= 0 else ""  # -1: api/json_body.py's depth
+        return {"loc": ["body"], "msg": f"invalid JSON{at}: {reason}".rstrip(": "), "type": "json_invalid"}
     return {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}
 
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from api.assess_limits import check_assess_budget
 from api.auth import presented_key
 from api.errors import MAX_LISTED_PROBLEMS, TooManyProblemsError
+from api.json_body import BoundedJsonRoute
 from api.models import (
     AcceptedRun,
     AssessRequest,
@@ -37,7 +38,7 @@ from services.retrieval.text import require_storable
 from services.settings import Settings
 from services.store import transaction
 
-router = APIRouter()
+router = APIRouter(route_class=BoundedJsonRoute)  # JSON bodies parsed off the event loop, depth-bounded
 _log = logging.getLogger("workbench.api")
 _AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "Missing, unknown or revoked API key."},
