@@ -4,9 +4,11 @@ that assembles traces whose spans are in (POST /v1/traces) into intake records, 
 seconds.
 
 It checks the queue about once a second while it is empty and drains it when it is not,
-a few records per round so that a shutdown waits for at most those. Any number of workers
-(API processes, `workbench intake process`) can run at once: claiming skips rows another
-has locked. A failure of the store is logged and retried on the next round.
+one batch per round (services.intake.assess.ASSESS_BATCH records, assessed with one
+embedding pass: services.intake.batch) so that a shutdown waits for at most that batch.
+Any number of workers (API processes, `workbench intake process`) can run at once:
+claiming skips rows another has locked. A failure of the store is logged and retried on
+the next round.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from collections.abc import Callable
 
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
-from services.intake.assess import ProcessSummary, process_queue
+from services.intake.assess import ASSESS_BATCH, ProcessSummary, process_queue
 from services.intake.traces import AssemblySummary, assemble_ready_traces
 from services.settings import Settings
 from services.store import transaction
 
 _log = logging.getLogger("workbench.api.worker")
 POLL_SECONDS = 1.0
-RECORDS_PER_ROUND = 5
+RECORDS_PER_ROUND = ASSESS_BATCH  # one claim, one embedding pass, one commit
 # The worker runs at the lowest CPU priority: accepting pushes is what clients wait for, and
 # on a busy machine the assessment takes only the time the API and the store leave over.
 WORKER_NICENESS = 19
@@ -55,7 +57,7 @@ class AssessmentWorker:
             self._assembler.start()
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Ask the thread to stop after the record it is on, and wait for it."""
+        """Ask the thread to stop after the batch it is on, and wait for it."""
         self._stop.set()
         if self._assembler is not None:
             self._assembler.join(timeout)
@@ -82,7 +84,8 @@ class AssessmentWorker:
             summary = ProcessSummary(0, 0, 0)
             try:
                 backend = backend or self._backend_factory(self._settings)
-                summary = process_queue(limit=RECORDS_PER_ROUND, settings=self._settings, backend=backend)
+                summary = process_queue(limit=RECORDS_PER_ROUND, batch=RECORDS_PER_ROUND, settings=self._settings,
+                                        backend=backend)
             except Exception:  # the store is down, or a bug: log it, keep the API up, try again
                 _log.exception("assessing queued runs failed; retrying in %.0f s", self._poll_seconds)
             if summary.assessed or summary.failed:

@@ -5,11 +5,12 @@ No re-retrieval and no regeneration: a record's contexts become hits (context_sc
 or chunks of the corpus are scored as the search scores them (chunk_scores.py); the
 pipeline's stages then judge and blend (assessment.py).
 
-`process_queue` stores each queued record in one transaction: the claim (a row lock,
-services.intake.intake.next_queued), the run with its trace id, and the intake row marked
-assessed commit together. A record whose assessment fails is marked failed with the reason
-in that same transaction (a savepoint undoes whatever of it was written) and the next one
-goes on; a store that goes away stops the drain with the record still queued.
+`process_queue` claims queued records a batch at a time (a row lock each, services.intake.
+intake.next_queued), assesses them together (services.intake.batch: one embedding pass for
+the batch), and stores them in the claiming transaction: each run with its trace id and its
+intake row marked assessed commit together. A record whose assessment fails is marked failed
+with the reason in that same transaction (a savepoint undoes whatever of it was written) and
+the others go on; a store that goes away stops the drain with the batch still queued.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.answering.runs import Run, save_run
-from services.errors import DatabaseRefusedError, DatabaseUnavailableError, WorkbenchError
+from services.errors import InputError, WorkbenchError
 from services.intake.assessment import ASSESS_PRESET, ASSESSED_REASON, Assessment, Events, assess_hits
+from services.intake.batch import STORE_ERRORS, assess_batch
 from services.intake.chunk_scores import score_chunks
 from services.intake.context_scores import score_contexts
 from services.intake.intake import QueuedRecord, count_queued, mark_assessed, mark_failed, next_queued
 from services.intake.schema import ExternalRun
+from services.judging.model import JudgeModel
 from services.judging.refit import active_model
 from services.retrieval.search import clean_query, default_params
 from services.scoring.profiles import ScoringProfile, active_profile
@@ -38,8 +40,9 @@ from services.store import transaction
 
 _log = logging.getLogger("workbench.intake")
 MAX_REASON_CHARS = 2_000
-# A store that is down or aborted the statement says nothing about the record: it stays queued.
-_STORE_ERRORS = (OperationalError, DatabaseUnavailableError, DatabaseRefusedError)
+# Records a claim: one embedding pass for all of them (services.intake.batch). Measured with
+# bench/intake.py (README, *Intake that keeps up*); a batch holds its rows' locks until it commits.
+ASSESS_BATCH = 32
 
 ProgressCallback = Callable[[int, int], None]  # (records done, records to do as known so far)
 
@@ -130,57 +133,72 @@ class ProcessSummary:
 
 def process_queue(*, limit: int | None = None, judges: bool = True, on_progress: ProgressCallback | None = None,
                   settings: Settings | None = None, backend: AnswerBackend | None = None,
-                  collection: str = "default") -> ProcessSummary:
+                  collection: str = "default", batch: int = ASSESS_BATCH) -> ProcessSummary:
     """Assess queued records, oldest first, until the queue is empty or `limit` are done.
 
     Each record is judged as it was pushed or imported with (the intake row's `judges`);
     `judges=False` turns the judges off for every record of this drain. Known documents and
-    BM25 statistics come from `collection`.
+    BM25 statistics come from `collection`. Records are claimed and assessed `batch` at a time
+    (services.intake.batch: one embedding pass for all of them); each batch commits at once.
     """
+    if batch < 1:
+        raise InputError("assess at least one record a batch")
     settings = settings or get_settings()
     backend = backend or backend_for(settings)
     with transaction(settings) as session:
-        profile = active_profile(session=session)
+        profile, judge_model = active_profile(session=session), active_model(session=session)
         total = count_queued(session=session)
     total = min(total, limit) if limit is not None else total
     assessed = failed = 0
     queued_when_empty = None
     while limit is None or assessed + failed < limit:
+        wanted = batch if limit is None else min(batch, limit - assessed - failed)
         with transaction(settings) as session:
-            claimed = next_queued(1, session=session)
-            ok = bool(claimed) and _assess_one(claimed[0], judges=judges, collection=collection, backend=backend,
-                                               profile=profile, settings=settings, session=session)
+            claimed = next_queued(wanted, session=session)
+            outcomes = _assess_claimed(claimed, judges=judges, collection=collection, backend=backend,
+                                       profile=profile, judge_model=judge_model, settings=settings, session=session)
             queued = None if claimed else count_queued(session=session)
         if queued is not None:
             # Nothing claimable: the queue is empty, its rows are claimed by another worker,
-            # or the row just claimed no longer validated (next_queued marks it failed). Only
+            # or the rows just claimed no longer validated (next_queued marks them failed). Only
             # that last case shrinks the queue, and only then is it worth claiming again.
             if queued == 0 or queued == queued_when_empty:
                 break
             queued_when_empty = queued
             continue
-        assessed, failed = assessed + ok, failed + (not ok)
-        if on_progress is not None:
-            on_progress(assessed + failed, max(total, assessed + failed))
+        for ok in outcomes:  # the batch is committed: each record is done
+            assessed, failed = assessed + ok, failed + (not ok)
+            if on_progress is not None:
+                on_progress(assessed + failed, max(total, assessed + failed))
     with transaction(settings) as session:
         remaining = count_queued(session=session)
     return ProcessSummary(assessed, failed, remaining)
 
 
-def _assess_one(record: QueuedRecord, *, judges: bool, collection: str, backend: AnswerBackend,
-                profile: ScoringProfile, settings: Settings, session: Session) -> bool:
-    """Assess and store one claimed record in the claiming transaction; False when it failed."""
+def _assess_claimed(claimed: Sequence[QueuedRecord], *, judges: bool, collection: str, backend: AnswerBackend,
+                    profile: ScoringProfile, judge_model: JudgeModel | None, settings: Settings,
+                    session: Session) -> list[bool]:
+    """Assess the claimed records together and store each in the claiming transaction, under a
+    savepoint of its own; per record, False when it failed (marked failed with the reason)."""
+    outcomes = assess_batch([r.run for r in claimed], judges=[judges and r.judges for r in claimed],
+                            session=session, collection=collection, backend=backend, profile=profile,
+                            settings=settings, judge_model=judge_model)
+    return [_store(record, outcome, collection=collection, session=session)
+            for record, outcome in zip(claimed, outcomes, strict=True)]
+
+
+def _store(record: QueuedRecord, outcome: Assessment | Exception, *, collection: str, session: Session) -> bool:
+    """Store one record's run and mark it assessed, or mark it failed with why; False when it failed."""
     try:
+        if isinstance(outcome, Exception):
+            raise outcome
         with session.begin_nested():
-            wanted = judges and record.judges
-            assessment = assess_record(record.run, session=session, judges=wanted, collection=collection,
-                                       backend=backend, profile=profile, settings=settings)
-            run = imported_run(assessment, record.run, source=record.source, collection=collection,
+            run = imported_run(outcome, record.run, source=record.source, collection=collection,
                                intake_id=record.intake_id)
             run_id = save_run(run, session=session)
             mark_assessed(record.intake_id, run_id=run_id, session=session)
         return True
-    except _STORE_ERRORS:
+    except STORE_ERRORS:
         raise
     except Exception as exc:  # any other failure is this record's: say why and go on
         if not isinstance(exc, WorkbenchError):

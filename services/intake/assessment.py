@@ -7,11 +7,16 @@ the signals (services.answering.stages), and the pipeline's own rule decides whe
 run skips the review queue (stages.auto_accepts). The one iteration's decision is
 ACCEPT_BEST: nothing is refined or regenerated. With judges off it is the minimal preset's
 assessment: the retrieval breakdown and the heuristic, no CRAG, reflection or grading.
+
+`assess_hits` is `stage_hits` (the breakdown and CRAG, which decides the chunks the judges
+read) then `judge_staged`: a batch stages every record first, so that it can embed what all
+their judges will read in one pass (services.intake.batch).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,9 +28,10 @@ from services.answering.llm.backends import backend_for
 from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig, get_preset
 from services.answering.runs import Event, Iteration
-from services.domain import RetrievalResult, RouterAction, RunStatus
+from services.domain import Hit, RetrievalResult, RouterAction, RunStatus
 from services.judging.model import JudgeModel
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
+from services.scoring.crag import CragVerdict
 from services.scoring.profiles import ScoringProfile
 from services.settings import Settings
 
@@ -95,13 +101,47 @@ def assess_hits(query: str, answer: str, result: RetrievalResult, vectors: np.nd
                 judge_model: JudgeModel | None = None) -> Assessment:
     """Judge `answer` on `result`'s hits (`vectors`: their embeddings, for CRAG) and blend;
     `judge_model`: the active refitted judge (services.judging.refit), None for the shipped one."""
+    staged = stage_hits(query, result, vectors, judges=judges, collection=collection, backend=backend,
+                        profile=profile, settings=settings, events=events, judge_model=judge_model)
+    return judge_staged(staged, answer, scores=scores, not_computed=not_computed)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An assessment up to its judges: the hits scored and CRAG's verdict, with the chunks the
+    judges will read. A batch stages every record first, to learn what the judges will embed."""
+
+    query: str
+    result: RetrievalResult
+    ctx: stages.IterationContext
+    scored: stages.Scored
+    crag: CragVerdict | None
+    chunks: Sequence[Hit]
+    config: FeatureConfig
+    profile: ScoringProfile
+    backend: AnswerBackend
+    events: Events
+    judges: bool
+
+
+def stage_hits(query: str, result: RetrievalResult, vectors: np.ndarray | None, *, judges: bool, collection: str,
+               backend: AnswerBackend | None, profile: ScoringProfile, settings: Settings, events: Events,
+               judge_model: JudgeModel | None = None) -> Staged:
+    """The retrieval's breakdown and CRAG's verdict on `result` (the stages' own)."""
     config = assessment_config(judges=judges, mode=result.mode)
     backend = backend or backend_for(settings)
     setup = stages.RunSetup(query, config, profile.weights, backend, None, collection, settings, events, judge_model)
     ctx = stages.IterationContext(setup, 1, stages.Plan((query,)))
     scored = stages.score(ctx, result)
     verdict, chunks = stages.correct(ctx, result, vectors)
-    judgement = stages.judge(ctx, answer, chunks, retrieved=bool(result.hits))
+    return Staged(query, result, ctx, scored, verdict, chunks, config, profile, backend, events, judges)
+
+
+def judge_staged(staged: Staged, answer: str, *, scores: dict[str, str], not_computed: dict[str, str]) -> Assessment:
+    """The judges on `answer`, the blend, and the pipeline's rule for skipping review."""
+    query, result, ctx, scored, config, profile, events = (staged.query, staged.result, staged.ctx, staged.scored,
+                                                           staged.config, staged.profile, staged.events)
+    judgement = stages.judge(ctx, answer, staged.chunks, retrieved=bool(result.hits))
     blended, signals = stages.blend(ctx, result, scored, answer, judgement)
     level = profile.weights.level(blended)
     events("adaptive_refinement_decision", f"{RouterAction.ACCEPT_BEST}: {ASSESSED_REASON}",
@@ -109,7 +149,7 @@ def assess_hits(query: str, answer: str, result: RetrievalResult, vectors: np.nd
     iteration = Iteration(
         ordinal=1, query_used=query, sub_queries=(), retrieval=result, components=scored.components,
         raw_metrics=scored.raw_metrics, retrieval_confidence=scored.retrieval_confidence, confidence=blended,
-        level=level, crag=verdict, answer=answer, citations=(), reflection=judgement.reflection,
+        level=level, crag=staged.crag, answer=answer, citations=(), reflection=judgement.reflection,
         grade=judgement.grade, gaps=judgement.gaps, decision=RouterAction.ACCEPT_BEST, decision_reason=ASSESSED_REASON,
         signals=signals, latency_ms=ctx.latency, errors=tuple(ctx.errors), llm_calls=tuple(ctx.calls),
         verdict=judgement.verdict,
@@ -121,6 +161,6 @@ def assess_hits(query: str, answer: str, result: RetrievalResult, vectors: np.nd
     return Assessment(
         query=query, answer=answer, iteration=iteration,
         breakdown=breakdown_from_raw(scored.raw_metrics, profile.weights, reranker=result.reranker),
-        final_level=level, status=status, judges=judges, config=config, profile=profile, backend=backend.name,
-        model=backend.model, scores=scores, not_computed=not_computed, events=tuple(events.events),
+        final_level=level, status=status, judges=staged.judges, config=config, profile=profile, backend=staged.backend.name,
+        model=staged.backend.model, scores=scores, not_computed=not_computed, events=tuple(events.events),
     )

@@ -20,7 +20,7 @@ single-leg mode (confidence.SINGLE_LEG_AGREEMENT, a neutral 0.5), and that is re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,44 +66,89 @@ class _Known:
 def score_contexts(query: str, contexts: Sequence[ExternalContext], *, collection: str, settings: Settings,
                    session: Session, need_vectors: bool = False) -> ScoredContexts:
     """The record's contexts as hits scored against `query` (no re-retrieval), in its rank order."""
+    prepared = prepare_contexts(query, contexts, collection=collection, settings=settings, session=session,
+                                need_vectors=need_vectors)
+    return prepared.scored(lambda texts: embedding.encode(settings.embedding_model, texts))
+
+
+Encode = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
+
+
+@dataclass(frozen=True)
+class PreparedContexts:
+    """A record's contexts with everything the store tells about them (known documents, BM25),
+    waiting for their vectors: `texts_to_encode` are what `scored` will ask its encoder for, so
+    a batch of records can encode them all in one pass first (services.intake.batch)."""
+
+    query: str
+    collection: str
+    given: tuple[ExternalContext, ...]  # in rank order
+    titles: tuple[str, ...]
+    indexed: tuple[str, ...]  # what is embedded: the title travels with the passage, as with stored chunks
+    keyword: dict[int, tuple[float | None, float | None]]  # position -> (BM25, matched idf share), known ones only
+    document_ids: tuple[int, ...]
+    scores: dict[str, str]
+    not_computed: dict[str, str]
+    need_vectors: bool
+
+    @property
+    def texts_to_encode(self) -> list[str]:
+        if not self.given:
+            return []
+        if all(c.dense_similarity is not None for c in self.given):
+            # CRAG's agreement signal reads the top three only
+            return list(self.indexed[:CRAG_TOP_HITS]) if self.need_vectors else []
+        return [*self.indexed, self.query]
+
+    def scored(self, encode: Encode) -> ScoredContexts:
+        """The hits, with the similarities and vectors `encode` gives for `texts_to_encode`."""
+        given, keyword = self.given, self.keyword
+        dense, vectors = _dense_similarities(self, encode)
+        rerank_given = bool(given) and all(c.rerank_score is not None for c in given)
+        hits = tuple(
+            Hit(chunk_id=-(i + 1),  # negative: a passage from the record, not a chunk of the corpus
+                document_id=self.document_ids[i],
+                external_id=c.document_id or c.source or f"{ANONYMOUS_CONTEXT}{i + 1}",
+                title=self.titles[i], text=c.text, rank=i + 1,
+                fused_score=float(c.score if c.score is not None else dense[i]),
+                bm25_score=c.bm25_score if c.bm25_score is not None else keyword.get(i, (None, None))[0],
+                dense_similarity=dense[i], rerank_score=c.rerank_score if rerank_given else None,
+                matched_idf_share=keyword.get(i, (None, None))[1])
+            for i, c in enumerate(given)
+        )
+        result = RetrievalResult(query=self.query, mode=EXTERNAL_MODE, hits=hits,
+                                 reranker=EXTERNAL_RERANKER if rerank_given else "none",
+                                 query_entities=extract_entities(self.query), params={"collection": self.collection})
+        return ScoredContexts(result, vectors, self.scores, self.not_computed)
+
+
+def prepare_contexts(query: str, contexts: Sequence[ExternalContext], *, collection: str, settings: Settings,
+                     session: Session, need_vectors: bool = False) -> PreparedContexts:
+    """What the store says of the record's contexts (their documents in `collection`, the BM25
+    evidence of the known ones); nothing is encoded yet."""
     given = [contexts[i] for i in sorted(range(len(contexts)),
                                          key=lambda i: (contexts[i].rank is None, contexts[i].rank or 0, i))]
     known = _known_documents([c.document_id for c in given if c.document_id], collection, session)
     titles = [known[c.document_id].title if c.document_id in known else "" for c in given]
     indexed = [indexed_text(title, c.text) for title, c in zip(titles, given)]
-    dense, vectors = _dense_similarities(query, given, indexed, settings, need_vectors=need_vectors)
     known_at = [i for i, c in enumerate(given) if c.document_id in known]
     keyword = dict(zip(known_at, _bm25_for_texts(query, [indexed[i] for i in known_at], collection, settings, session)))
-    rerank_given = bool(given) and all(c.rerank_score is not None for c in given)
-    document_ids = _document_ids(given, known)
-    hits = tuple(
-        Hit(chunk_id=-(i + 1),  # negative: a passage from the record, not a chunk of the corpus
-            document_id=document_ids[i], external_id=c.document_id or c.source or f"{ANONYMOUS_CONTEXT}{i + 1}",
-            title=titles[i], text=c.text, rank=i + 1, fused_score=float(c.score if c.score is not None else dense[i]),
-            bm25_score=c.bm25_score if c.bm25_score is not None else keyword.get(i, (None, None))[0],
-            dense_similarity=dense[i], rerank_score=c.rerank_score if rerank_given else None,
-            matched_idf_share=keyword.get(i, (None, None))[1])
-        for i, c in enumerate(given)
-    )
-    result = RetrievalResult(query=query, mode=EXTERNAL_MODE, hits=hits,
-                             reranker=EXTERNAL_RERANKER if rerank_given else "none",
-                             query_entities=extract_entities(query), params={"collection": collection})
     scores, not_computed = _provenance(given, len(known_at), collection, settings)
-    return ScoredContexts(result, vectors, scores, not_computed)
+    return PreparedContexts(query, collection, tuple(given), tuple(titles), tuple(indexed), keyword,
+                            tuple(_document_ids(given, known)), scores, not_computed, need_vectors)
 
 
-def _dense_similarities(query: str, given: Sequence[ExternalContext], indexed: Sequence[str], settings: Settings,
-                        *, need_vectors: bool) -> tuple[list[float], np.ndarray | None]:
+def _dense_similarities(prepared: PreparedContexts, encode: Encode) -> tuple[list[float], np.ndarray | None]:
     """The record's similarities when it gave one for every context, else the model's for all;
     and the contexts' embeddings when they were computed or CRAG needs them."""
+    given, indexed = prepared.given, list(prepared.indexed)
     if not given:
         return [], None
     if all(c.dense_similarity is not None for c in given):
         similarities = [float(c.dense_similarity) for c in given if c.dense_similarity is not None]  # every one
-        # CRAG's agreement signal reads the top three only
-        return similarities, embedding.encode(settings.embedding_model, indexed[:CRAG_TOP_HITS]) if need_vectors else None
-    vectors = embedding.encode(settings.embedding_model, indexed)
-    query_vector = embedding.encode(settings.embedding_model, [query])[0].astype(np.float64)
+        return similarities, encode(indexed[:CRAG_TOP_HITS]) if prepared.need_vectors else None
+    vectors = encode(indexed)
+    query_vector = encode([prepared.query])[0].astype(np.float64)
     return [float(v) for v in vectors.astype(np.float64) @ query_vector], vectors
 
 

@@ -49,7 +49,10 @@ def load_model(name: str) -> SentenceTransformer:
 
 
 def model_dimension(name: str) -> int:
-    dim = load_model(name).get_sentence_embedding_dimension()
+    model = load_model(name)
+    # renamed in sentence-transformers 6 (the old name warns on every call)
+    dimension_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = dimension_of()
     assert dim is not None
     return int(dim)
 

@@ -1,0 +1,140 @@
+"""Assess many records with two passes of the embedding model instead of five or six a record.
+
+Alone, a record asks the model for vectors once for its contexts, once for its question and
+then once per signal of the judges (claims, evidence sentences, the answer), each a forward
+pass over a few texts; on two shared cores a pass over two texts costs nearly what one over
+sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A batch asks twice:
+
+1. every record's contexts and question, what the dense similarities need, in one encode;
+2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges will
+   embed, learned by running the judge's own public functions with an embedder that only
+   writes the texts down; those texts in one encode into the judge's sentence cache
+   (services.judging.vectors.cached_embedder), where the judges, run for real, find them.
+
+Both passes go through that cache, so a text both sides embed (the question, a one-sentence
+context) is encoded once. A text the recording missed is encoded when the judge asks, as it
+always was: the recording decides only what is encoded early, never what a record gets. Each
+record's result is the one it gets alone, to the float noise of encoding a text beside others
+(a vector component moves by about 1e-7: padding changes the kernels' summation order).
+
+A record that fails is returned as its exception and the others go on; a store that fails
+raises (STORE_ERRORS): nothing of the batch can be stored then.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from services.answering.llm.base import AnswerBackend
+from services.errors import DatabaseRefusedError, DatabaseUnavailableError
+from services.intake.assessment import Assessment, Events, Staged, judge_staged, stage_hits
+from services.intake.context_scores import PreparedContexts, prepare_contexts
+from services.intake.schema import ExternalRun
+from services.judging import judge_answer
+from services.judging.adequacy import answer_relevance
+from services.judging.features import Embed
+from services.judging.model import JudgeModel
+from services.judging.vectors import cached_embedder
+from services.retrieval.embedding import model_dimension
+from services.retrieval.search import clean_query
+from services.scoring.profiles import ScoringProfile
+from services.settings import Settings
+
+_log = logging.getLogger("workbench.intake")
+# A store that is down or aborted the statement says nothing about a record: the batch stays queued.
+STORE_ERRORS = (OperationalError, DatabaseUnavailableError, DatabaseRefusedError)
+
+Outcome = Assessment | Exception
+
+
+def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], session: Session, collection: str,
+                 backend: AnswerBackend, profile: ScoringProfile, settings: Settings,
+                 judge_model: JudgeModel | None = None) -> list[Outcome]:
+    """Each record's assessment (with the judges where `judges` says so), or the exception that
+    stopped it, in order. Reads corpus statistics in `session`; writes nothing."""
+    if len(judges) != len(records):
+        raise ValueError("one judges flag per record")
+    embed = cached_embedder(settings.embedding_model)
+    outcomes: list[Outcome | tuple[PreparedContexts, Events]] = [
+        _prepare(r, j, session=session, collection=collection, settings=settings) for r, j in zip(records, judges)]
+    _prefetch(embed, [t for o in outcomes if isinstance(o, tuple) for t in o[0].texts_to_encode])
+
+    staged: dict[int, tuple[Staged, PreparedContexts]] = {}
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, tuple):
+            prepared, events = outcome
+            try:
+                scored = prepared.scored(embed)
+                staged[i] = (stage_hits(prepared.query, scored.result, scored.vectors, judges=judges[i],
+                                        collection=collection, backend=backend, profile=profile, settings=settings,
+                                        events=events, judge_model=judge_model), prepared)
+            except Exception as exc:  # this record's: the others go on
+                outcomes[i] = exc
+    dimension = model_dimension(settings.embedding_model)
+    _prefetch(embed, [t for i, (s, _) in staged.items() for t in judged_texts(s, records[i].answer, dimension)])
+
+    for i, (stage, prepared) in staged.items():
+        try:
+            outcomes[i] = judge_staged(stage, records[i].answer, scores=prepared.scores,
+                                       not_computed=prepared.not_computed)
+        except Exception as exc:  # this record's: the others go on
+            outcomes[i] = exc
+    return [o if not isinstance(o, tuple) else RuntimeError("not assessed") for o in outcomes]
+
+
+def _prepare(record: ExternalRun, judges: bool, *, session: Session, collection: str,
+             settings: Settings) -> Outcome | tuple[PreparedContexts, Events]:
+    """What the store says of a record's contexts, under a savepoint: a statement that fails on
+    this record's data rolls back to it and leaves the batch's transaction usable."""
+    try:
+        with session.begin_nested():
+            query = clean_query(record.question, max_chars=settings.max_query_chars)
+            events = Events()
+            events("assessment_start", f"Assessing an imported answer on its {len(record.contexts)} contexts",
+                   contexts=len(record.contexts), judges=judges)
+            prepared = prepare_contexts(query, record.contexts, collection=collection, settings=settings,
+                                        session=session, need_vectors=judges)
+        return prepared, events
+    except STORE_ERRORS:
+        raise
+    except Exception as exc:  # this record's: the others go on
+        return exc
+
+
+def judged_texts(staged: Staged, answer: str, dimension: int) -> list[str]:
+    """The texts the judges will embed for `answer` on the staged chunks, as stages.judge calls
+    them: the verdict (services.judging.judge_answer), then the answer's relevance to the
+    question, which both the reflection read off the verdict and the offline grade use."""
+    config = staged.config
+    if not answer or not (config.enable_self_reflection or config.enable_answer_grading):
+        return []
+    asked: list[str] = []
+
+    def write_down(texts: list[str]) -> np.ndarray:
+        asked.extend(texts)
+        return np.zeros((len(texts), dimension), dtype=np.float32)
+
+    try:
+        judge_answer(staged.query, answer, [c.text for c in staged.chunks], embed=write_down)
+        answer_relevance(staged.query, answer, write_down)
+    except Exception:  # the judges, run for real, meet it again and fail the record with its reason
+        _log.debug("recording the judge's texts failed", exc_info=True)
+    return asked
+
+
+def _prefetch(embed: Embed, texts: list[str]) -> None:
+    """One encode of every distinct text into the judge's cache. If it fails, each record encodes
+    its own texts when it needs them, and fails alone if it must."""
+    wanted = list(dict.fromkeys(texts))
+    if not wanted:
+        return
+    try:
+        embed(wanted)
+    except Exception:
+        _log.warning("encoding a batch of %d texts at once failed; encoding record by record", len(wanted),
+                     exc_info=True)
