@@ -1,13 +1,16 @@
 """Fit the judge's logistic combination on the train half of the development set and store it.
 
     python bench/fit_judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
-                              [--seed 0] [--precision 0.99] [--out services/judging/judge_model.json]
+                              [--seed 0] [--precision 0.99] [--precision-on pooled|every]
+                              [--out services/judging/judge_model.json] [--no-cache]
 
 The development set (bench/judge_set.py) is rebuilt from the repo and ../shared on every run,
 so the stored coefficients can be reproduced; bench/judge.py measures them on the test half.
 `accept_at` is the lowest P(supported) at which the train half's auto-accepted answers are
-right at least `--precision` of the time (pooled over corpora), so the test half's precision
-is measured, not tuned. Last stdout line: {"version", "coefficients", "accept_at", "train_auroc", ...}.
+right at least `--precision` of the time (pooled over corpora, or with `--precision-on every`
+on each corpus), so the test half's precision is measured, not tuned. The cases' signals are
+read once per version of the judge's code and kept (bench/_judge_readings.py).
+Last stdout line: {"version", "coefficients", "accept_at", "train_auroc", ...}.
 """
 
 from __future__ import annotations
@@ -32,39 +35,43 @@ def main() -> None:
     parser.add_argument("--per-corpus", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", type=float, default=0.99)
+    parser.add_argument("--precision-on", choices=("pooled", "every"), default="pooled",
+                        help="hold --precision on the pooled train half, or on every corpus's")
     parser.add_argument("--regularization", type=float, default=1.0)
+    parser.add_argument("--no-cache", action="store_true", help="read every case again (bench/_judge_readings.py)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from sklearn.metrics import roc_auc_score
 
+    from bench._judge_readings import read_cases
     from bench.judge_set import build_cases
-    from services.judging.features import read_answer
     from services.judging.judge import supported_probability
     from services.judging.model import PRIOR_WEIGHTS, fit
-    from services.judging.vectors import cached_embedder
     from services.judging.verdict import grounded
     from services.settings import get_settings
 
     corpora = args.corpora.split(",")
     cases = [c for c in build_cases(corpora, args.per_corpus, args.seed) if c.split == "train"]
-    embed = cached_embedder(get_settings().embedding_model)
-    readings = []
-    for i, case in enumerate(cases, 1):
-        readings.append(read_answer(case.question, case.answer, case.contexts, embed=embed))
-        if i % 500 == 0:
-            log(f"  features: {i}/{len(cases)}")
+    readings = read_cases(cases, model_name=get_settings().embedding_model, use_cache=not args.no_cache,
+                          progress=lambda i, n: log(f"  features: {i}/{n}") if i % 500 == 0 else None)
     rows = [r.features for r in readings]
     labels = [int(c.label) for c in cases]
     trained_on = {"corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed, "split": "train",
-                  "builder": "bench/judge_set.py", "fitted": today(),
+                  "builder": "bench/judge_set.py", "fitted": today(), "precision_on": args.precision_on,
                   "not_fitted": {name: f"prior weight {w}: no such model is reachable here" for name, w in PRIOR_WEIGHTS.items()}}
     draft = fit(rows, labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
     # As the judge decides: its caps applied, and only a grounded, non-abstaining answer accepted.
-    scores = [0.0 if r.abstains else supported_probability(r, draft) for r in readings]
-    accept_at = lowest_threshold([s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)], labels,
-                                 args.precision)
+    scores = [0.0 if r.abstains else supported_probability(r.features, adds_nothing=r.adds_nothing, model=draft)
+              for r in readings]
+    gated = [s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)]
+    if args.precision_on == "pooled":
+        accept_at = lowest_threshold(gated, labels, args.precision)
+    else:  # the precision must hold on each corpus: the highest of their thresholds
+        accept_at = max(lowest_threshold([g for g, c in zip(gated, cases) if c.corpus == corpus],
+                                         [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision)
+                        for corpus in corpora)
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
     model = fit(rows, labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
                 trained_on=trained_on, regularization=args.regularization)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import os
 import subprocess
@@ -148,27 +147,25 @@ def make_scorers(names: list[str]) -> tuple[dict[str, Scorer], dict[str, str], C
 
 
 def _judge() -> tuple[Scorer, Callable[[JudgeCase], bool]]:
-    """services.judging.judge_answer, with the packaged embedding model when it takes one."""
-    from services.judging import judge_answer
+    """The shipped judge's P(supported) and auto-accept, decided as services.judging.judge_answer
+    decides, from each case's signals (read once per version of the judge's code, with the
+    packaged embedding model: bench/_judge_readings.py)."""
+    from bench._judge_readings import Reader
+    from services.judging.judge import SUPPORTED, decide
+    from services.judging.model import shipped_model
+    from services.settings import get_settings
 
-    options: dict[str, Any] = {}
-    if "embed" in inspect.signature(judge_answer).parameters:
-        try:
-            from services.judging.vectors import cached_embedder
-            from services.settings import get_settings
+    model = shipped_model()
+    reader = Reader(get_settings().embedding_model)
 
-            options["embed"] = cached_embedder(get_settings().embedding_model)
-        except ImportError as exc:
-            log(f"judge runs without embeddings: {exc}")
-    verdicts: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+    def decided(case: JudgeCase) -> tuple[float, bool]:
+        read = reader.read(case)
+        if read.abstains or not any(c.strip() for c in case.contexts):
+            return 0.0, False  # judge_answer: abstained, or nothing to check it against
+        p, label = decide(read.features, adds_nothing=read.adds_nothing, model=model)
+        return p, label == SUPPORTED
 
-    def verdict(case: JudgeCase) -> Any:
-        key = (case.question, case.answer, tuple(case.contexts))
-        if key not in verdicts:
-            verdicts[key] = judge_answer(case.question, case.answer, case.contexts, **options)
-        return verdicts[key]
-
-    return (lambda case: float(verdict(case).p_supported)), (lambda case: bool(verdict(case).auto_accept))
+    return (lambda case: decided(case)[0]), (lambda case: decided(case)[1])
 
 
 # The offline judge as it stood before services/judging/ replaced it (the issue's 0.17): its

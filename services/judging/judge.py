@@ -62,20 +62,27 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
     if not contexts:
         return Verdict(0.0, UNCHECKED, "no context came with the answer: nothing to check it against", False, claims,
                        reading.expected.kind, reading.features, model.version)
-    p = supported_probability(reading, model)
-    label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
-    if label == SUPPORTED and not grounded(reading.features):
-        label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
+    p, label = decide(reading.features, adds_nothing=reading.adds_nothing, model=model)
     return Verdict(round(p, 4), label, _reason(reading, label, p), label == SUPPORTED, claims, reading.expected.kind,
                    reading.features, model.version)
 
 
-def supported_probability(reading: Reading, model: JudgeModel) -> float:
+def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel) -> tuple[float, str]:
+    """P(supported) and the label, from the signals of an answer that claims something and has
+    contexts to be checked on (bench/ decides from stored signals with it, as judge_answer does)."""
+    p = supported_probability(features, adds_nothing=adds_nothing, model=model)
+    label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
+    if label == SUPPORTED and not grounded(features):
+        label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
+    return p, label
+
+
+def supported_probability(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel) -> float:
     """The model's P(supported), held down where a rule knows better (a hard contradiction, nothing added)."""
-    p = model.probability(reading.features)
-    if reading.features["contradiction"] >= 1.0:
+    p = model.probability(features)
+    if features["contradiction"] >= 1.0:
         p = min(p, CONTRADICTION_CAP)
-    if reading.adds_nothing:
+    if adds_nothing:
         p = min(p, NOTHING_ADDED_CAP)
     return p
 
