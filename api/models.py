@@ -47,7 +47,12 @@ class RunStatusResponse(BaseModel):
 class HealthResponse(BaseModel):
     status: str = Field(description="ok, or unavailable when the database cannot be reached.")
     database: str = Field(description="ok or unreachable (the server log says why).")
-    queued: int | None = Field(None, description="Records waiting for assessment.")
+    queued: int | None = Field(None, description="Records waiting for assessment (counted afresh below 10,000; "
+                                                  "from 10,000 up, at most once a second).")
+    oldest_queued_at: datetime | None = Field(None, description="When the record waiting longest was accepted; "
+                                                                "null when none waits.")
+    oldest_queued_age_s: float | None = Field(None, description="How many seconds that record has waited: how far "
+                                                                "the assessment is behind the pushes.")
 
 
 class ErrorResponse(BaseModel):

@@ -13,6 +13,7 @@ from services.answering.runs import Run, load_run
 from services.auth import CurrentUser, auth_config, resolve_user
 from services.corpus.stats import CorpusStats, corpus_stats
 from services.errors import WorkbenchError
+from services.intake.status import Backlog, cached_backlog
 from services.retrieval.rerank import reranker_status
 from services.settings import get_settings
 from services.store import get_engine
@@ -59,6 +60,36 @@ def empty_state(message: str, page: str, label: str, icon: str) -> None:
     """What fills an empty view, and a link to where to do it."""
     st.info(message)
     st.page_link(page, label=label, icon=icon)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def cached_intake_backlog() -> Backlog:
+    """Records waiting for assessment: the API's own reader (counted afresh below 10,000)."""
+    return cached_backlog(get_settings())
+
+
+def wait_text(seconds: float) -> str:
+    """A wait as a person reads it: '40 s', '3 min', '2 h 5 min', '3 d 4 h'."""
+    if seconds < 1:
+        return "under a second"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours} h {minutes % 60} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def backlog_line(backlog: Backlog) -> str:
+    """How far the assessment is behind, in a line for the sidebar and the Import page."""
+    if not backlog.queued:
+        return "nothing waiting for assessment"
+    runs = "1 run" if backlog.queued == 1 else f"{backlog.queued:,} runs"
+    oldest = f", the oldest for {wait_text(backlog.oldest_age_s)}" if backlog.oldest_age_s is not None else ""
+    return f"{runs} waiting for assessment{oldest}"
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -156,6 +187,7 @@ def render_sidebar() -> None:
             stats = cached_corpus_stats()
             st.caption(f"Corpus — {stats.documents:,} documents, {stats.chunks:,} chunks")
             st.caption(f"Weights profile — {cached_active_profile_label()}")
+            st.caption(f"Intake — {backlog_line(cached_intake_backlog())}")
         except WorkbenchError as exc:
             show_error(exc)
         st.caption(f"Answers — {backend_label()}")

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC
 
 import pandas as pd
 import streamlit as st
 
 from app_pages._import_traces import cached_traces, rate_and_left, render_traces
-from app_pages.common import ensure_store, require_sign_in, show_error
+from app_pages.common import backlog_line, ensure_store, require_sign_in, show_error
 from services.errors import InputError, WorkbenchError
 from services.intake.assess import ProcessSummary, process_queue
 from services.intake.importing import ImportSummary, import_file
 from services.intake.readers import detect_format
 from services.intake.schema import ExternalRun, record_json_schema
-from services.intake.status import IntakeCounts, IntakeFailure, intake_counts, recent_failures
+from services.intake.status import Backlog, IntakeCounts, IntakeFailure, intake_counts, queue_backlog, recent_failures
 from services.settings import get_settings
 from services.store import transaction
 
@@ -95,6 +96,7 @@ def assess_line(summary: ProcessSummary) -> str:
 
 def _clear_cached_counts() -> None:
     cached_intake_counts.clear()
+    cached_backlog_now.clear()
     cached_failures.clear()
     cached_traces.clear()  # the assessment moves the trace backlog too
 
@@ -105,6 +107,12 @@ def _clear_cached_counts() -> None:
 def cached_intake_counts() -> IntakeCounts:
     with transaction() as session:
         return intake_counts(session=session)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def cached_backlog_now() -> Backlog:
+    with transaction() as session:
+        return queue_backlog(session=session)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -203,6 +211,8 @@ def _render_assess() -> None:
         cols[0].metric("Queued", f"{counts.queued:,}")
         cols[1].metric("Assessed", f"{counts.assessed:,}")
         cols[2].metric("Failed", f"{counts.failed:,}")
+        if counts.queued:
+            _render_backlog()
     label = f"Assess {counts.queued:,} queued runs" if counts.queued else "Nothing queued to assess"
     st.button(label, key=ASSESS_BUTTON_KEY, type="primary", disabled=counts.queued == 0, on_click=_request_assessment)
     last = st.session_state.get(LAST_ASSESS_KEY)
@@ -211,6 +221,19 @@ def _render_assess() -> None:
     st.page_link("app_pages/review.py", label="Open the Review queue", icon=":material/fact_check:")
     if counts.failed:
         _render_failures()
+
+
+def _render_backlog() -> None:
+    """How far the assessment is behind the pushes and imports (a push is never refused for it)."""
+    try:
+        backlog = cached_backlog_now()
+    except WorkbenchError as exc:
+        show_error(exc)
+        return
+    received = backlog.oldest_received_at
+    since = f" (accepted {received.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)" if received is not None else ""
+    st.caption(f"Backlog: {backlog_line(backlog)}{since}. While `workbench api` runs, its worker assesses queued "
+               "runs in the background; otherwise the button below or `workbench intake process` does.")
 
 
 def _assess(*, judges: bool) -> None:
