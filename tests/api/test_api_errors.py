@@ -48,7 +48,8 @@ def test_a_store_that_cannot_be_reached_is_503_with_a_message(settings):  # type
     with TestClient(create_app(down)) as client:
         health = client.get("/health")
         assert health.status_code == 503
-        assert health.json() == {"status": "unavailable", "database": "unreachable", "queued": None}
+        assert health.json() == {"status": "unavailable", "database": "unreachable", "queued": None,
+                                 "oldest_queued_at": None, "oldest_queued_age_s": None}
         push = client.post("/runs", json={"question": "q", "answer": "a"}, headers={"X-API-Key": "wb_anything"})
         assert push.status_code == 503 and push.json() == {"detail": "the database is not reachable; try again shortly"}
         assert str(port) not in push.text  # where the store is goes to the log, not to a client

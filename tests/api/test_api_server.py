@@ -51,7 +51,8 @@ def _intake_rows(settings) -> list[tuple]:  # type: ignore[no-untyped-def,type-a
 def test_health_needs_no_key_and_reports_the_database(client: httpx.Client, clean_db):  # type: ignore[no-untyped-def]
     response = client.get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "queued": 0}
+    assert response.json() == {"status": "ok", "database": "ok", "queued": 0, "oldest_queued_at": None,
+                               "oldest_queued_age_s": None}
 
 
 def test_docs_and_openapi_are_served(client: httpx.Client):
