@@ -36,6 +36,10 @@ BUILD_INFO = "volume-build.json"
 RECOMMENDED_INDEXES = {
     "runs_pending_queue": "CREATE INDEX IF NOT EXISTS runs_pending_queue ON runs "
                           "((coalesce(p_supported, final_confidence)), final_confidence, id) WHERE status = 'pending'",
+    # the same order within one level: a Level filter (LOW runs start 235k rows into the order above)
+    "runs_pending_queue_by_level": "CREATE INDEX IF NOT EXISTS runs_pending_queue_by_level ON runs (final_level, "
+                                   "(coalesce(p_supported, final_confidence)), final_confidence, id) "
+                                   "WHERE status = 'pending'",
     # calibrator_for_queue's fit reads every verdict's confidence: index-only, not a tenth of the heap at random
     "runs_verdicts": "CREATE INDEX IF NOT EXISTS runs_verdicts ON runs (status) INCLUDE (final_confidence) "
                      "WHERE status IN ('approved', 'flagged', 'corrected')",
