@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import asdict
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from sqlalchemy import text
 
-from api.assess_limits import check_assess_budget
+from api.assess_limits import AssessSlots, CancellableBackend, check_assess_budget, finish_or_give_up
 from api.auth import presented_key
 from api.errors import MAX_LISTED_PROBLEMS, TooManyProblemsError
 from api.json_body import BoundedJsonRoute
@@ -27,6 +30,7 @@ from api.models import (
     ReviewedRunsResponse,
     RunStatusResponse,
 )
+from services.answering.llm.backends import backend_for
 from services.errors import WorkbenchError
 from services.intake.api_keys import app_to_read, require_push, verify_api_key
 from services.intake.assess import assess_record
@@ -173,26 +177,51 @@ def reviewed_runs(reviewed_since_: Annotated[datetime | None, Query(alias="revie
 @router.post("/assess", tags=["runs"], response_model=AssessResponse,
              summary="Score a question, its contexts and an answer now, storing nothing",
              responses={**_AUTH_ERRORS, 413: {"model": ErrorResponse, "description": "The body is over the size limit."},
-                        503: {"model": ErrorResponse, "description": "Too many assessments at once (Retry-After)."}})
-def assess(body: AssessRequest, request: Request, key: str | None = Depends(presented_key),
-           settings: Settings = Depends(app_settings),
-           judges: bool = Query(True, description="false: the retrieval breakdown only (no CRAG, reflection, grading)."),
-           collection: str = Query("default", max_length=200,
-                                   description="Whose documents and BM25 statistics score contexts that carry "
-                                               "no retriever scores.")) -> AssessResponse:
+                        503: {"model": ErrorResponse, "description": "Too many assessments at once (Retry-After)."},
+                        504: {"model": ErrorResponse, "description": "The assessment took longer than API_ASSESS_TIMEOUT_S."}})
+async def assess(body: AssessRequest, request: Request, key: str | None = Depends(presented_key),
+                 settings: Settings = Depends(app_settings),
+                 judges: bool = Query(True, description="false: the retrieval breakdown only (no CRAG, reflection, grading)."),
+                 collection: str = Query("default", max_length=200,
+                                         description="Whose documents and BM25 statistics score contexts that carry "
+                                                     "no retriever scores.")) -> Response:
     """The assessment a pushed run gets, answered at once and not stored: the seven-metric
     breakdown on the contexts you send (your retriever's scores where you send them, the
     workbench's where not, and which components could not be computed), CRAG, reflection
     and grading of the answer, the blended confidence, and the status the run would get.
     It is bounded below a push (API_ASSESS_MAX_CONTEXTS, API_ASSESS_MAX_CONTEXT_CHARS: 422
-    past them) and runs a few at a time (API_ASSESS_MAX_CONCURRENT: 503 with Retry-After)."""
+    past them), runs a few at a time (API_ASSESS_MAX_CONCURRENT: 503 with Retry-After), for
+    at most API_ASSESS_TIMEOUT_S (504), and stops when the client disconnects."""
     require_storable(collection, "the collection")
     check_assess_budget(body.contexts, settings)
-    with request.app.state.assess_slots.taken(), transaction(settings) as session:
-        verify_api_key(key, session=session)
-        record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None,
-                             reference=None)
-        assessment = assess_record(record, session=session, judges=judges, collection=collection, settings=settings)
+    slots: AssessSlots = request.app.state.assess_slots
+    slots.take()  # 503 here, before any work, when every slot is busy
+    cancelled = threading.Event()
+    try:
+        answer = await finish_or_give_up(partial(_assess_now, body, key, judges, collection, settings, cancelled, slots),
+                                         request, timeout_s=settings.api_assess_timeout_s, cancelled=cancelled)
+    except BaseException:
+        cancelled.set()
+        raise
+    return JSONResponse(answer.model_dump(mode="json")) if answer is not None else Response(status_code=499)
+
+
+def _assess_now(body: AssessRequest, key: str | None, judges: bool, collection: str, settings: Settings,
+                cancelled: threading.Event, slots: AssessSlots) -> AssessResponse:
+    """POST /assess's work, in a worker thread; the slot is given back when it ends, however the
+    request ended."""
+    try:
+        with transaction(settings) as session:
+            verify_api_key(key, session=session)
+            # The store stops at the deadline too; the backend refuses calls once the work is given up.
+            session.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
+                            {"ms": str(int(settings.api_assess_timeout_s * 1000))})
+            record = ExternalRun(question=body.question, answer=body.answer, contexts=body.contexts, trace_id=None,
+                                 reference=None)
+            assessment = assess_record(record, session=session, judges=judges, collection=collection, settings=settings,
+                                       backend=CancellableBackend(backend_for(settings), cancelled))  # type: ignore[arg-type]
+    finally:
+        slots.give_back()
     ignored = {name: "kept only with a stored run (POST /runs); /assess stores nothing" for name in body.ignored_fields()}
     return AssessResponse(**assessment.to_dict(), ignored=ignored)
 

@@ -67,6 +67,7 @@ class Settings(StoreSettings):
     api_assess_max_contexts: int = Field(default=50, ge=1)
     api_assess_max_context_chars: int = Field(default=200_000, ge=1_000)
     api_assess_max_concurrent: int = Field(default=4, ge=1)
+    api_assess_timeout_s: float = Field(default=60.0, gt=0)  # 504 past it; the work stops at its next step
     # Quotas per API key (429 with Retry-After past them; 0 turns one off): requests a second,
     # with a burst allowance, counted before the body is read; and records of the key still
     # waiting for their assessment, so one system's flood cannot fill the queue. The worker
