@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -66,9 +66,10 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
         return _status(413, f"the request body is over the {settings.api_max_body_bytes:,}-byte limit (API_MAX_BODY_BYTES); "
                             "export smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)", as_json=as_json)
     try:
-        stored = await run_in_threadpool(_receive, body, request.headers.get("content-type"),
-                                         request.headers.get("content-encoding"), key, judges, settings,
-                                         request.app.state.keys, request.app.state.backlogs)
+        stored = await anyio.to_thread.run_sync(_receive, body, request.headers.get("content-type"),
+                                                request.headers.get("content-encoding"), key, judges, settings,
+                                                request.app.state.keys, request.app.state.backlogs,
+                                                limiter=_store_slots(request))
     except PayloadTooLargeError as exc:
         return _status(413, str(exc), as_json=as_json)
     except WorkbenchError as exc:
@@ -81,6 +82,20 @@ async def receive_traces(request: Request, key: str | None = Depends(presented_k
         answer.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=stored.rejected_spans,
                                                                   error_message=_refusals(stored)))
     return _message(200, answer, as_json=as_json)
+
+
+# Exports stored at once; the others wait their turn on the event loop. The store's pool keeps
+# five connections (db/engine.py) and the API's worker holds up to two; past five at once the
+# pool opens a connection per export and closes it after, and Postgres forked a backend for
+# each: 20 exporters cost it 2.7 ms of CPU an export instead of 0.6 (and the API 0.5 ms more).
+_STORING_AT_ONCE = 3
+
+
+def _store_slots(request: Request) -> anyio.CapacityLimiter:
+    slots: anyio.CapacityLimiter | None = getattr(request.app.state, "otlp_store_slots", None)
+    if slots is None:  # made on the event loop, at the first export
+        slots = request.app.state.otlp_store_slots = anyio.CapacityLimiter(_STORING_AT_ONCE)
+    return slots
 
 
 def _receive(body: bytes, content_type: str | None, content_encoding: str | None, key: str | None, judges: bool,
