@@ -25,6 +25,7 @@ from api.quotas import RateLimitPerKey
 from api.routes import router
 from api.traces import refuse_export
 from api.traces import router as traces_router
+from api.unread_bodies import CloseAfterUnreadBody
 from api.worker import AssessmentWorker
 from services.errors import WorkbenchError
 from services.intake.quotas import Backlogs, KeyRates
@@ -92,6 +93,8 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
                        refusals=refusals)
     # Added last, so it runs first: no body is read for a request without a valid key.
     app.add_middleware(AuthenticateFirst, settings=settings, keys=app.state.keys, refusals=refusals)
+    # Outermost: a body refused unread (401, 429) ends its connection instead of being taken in.
+    app.add_middleware(CloseAfterUnreadBody)
     app.add_exception_handler(WorkbenchError, workbench_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
     app.add_exception_handler(HTTPException, http_error)

@@ -3,6 +3,7 @@ time against a real `workbench api` (uvicorn in its own process), then every pus
 looked for in run_intake.
 
     python bench/api.py [--clients 20] [--seconds 30] [--data-dir DIR]
+    python bench/api.py --attack [--attackers 19] [--seconds 30]
 
 Each client is a thread with its own httpx.Client (keep-alive), sending one run at a time:
 a question, an answer, five contexts with retriever scores and metadata, and a unique trace
@@ -14,6 +15,11 @@ Last stdout line: {"runs_per_s", "p50_ms", "p95_ms", "pushed", "stored", "lost",
 `lost` the pushed ones missing there: it must be 0. Runs are pushed with judges off
 (`?judges=false`): the API's worker assesses them beside the intake, from their own retriever
 scores; the figure is acceptance, what a production system waits for.
+
+--attack (issue 28): one valid pusher alone for --seconds, then the same pusher for --seconds
+while --attackers clients with no key post 4 MB JSON arrays as fast as they are answered.
+Prints the pusher's p50/p95 alone and under attack, their ratio (target: p95 within 2x),
+the attackers' answers by status, and `lost` (must be 0).
 """
 
 from __future__ import annotations
@@ -80,7 +86,7 @@ def _wait_healthy(base_url: str, server: subprocess.Popen[bytes], timeout_s: flo
     raise SystemExit("the API did not become healthy in time")
 
 
-def _push(base_url: str, key: str, clients: int, seconds: float) -> list[dict[str, Any]]:
+def _push(base_url: str, key: str, clients: int, seconds: float, *, first: int = 0) -> list[dict[str, Any]]:
     """Every request's outcome: client, trace id, status, created, ms."""
     import httpx
 
@@ -110,7 +116,7 @@ def _push(base_url: str, key: str, clients: int, seconds: float) -> list[dict[st
         with lock:
             outcomes.extend(mine)
 
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    threads = [threading.Thread(target=client, args=(first + n,)) for n in range(clients)]
     for thread in threads:
         thread.start()
     stop_at.append(time.monotonic() + seconds)
@@ -120,9 +126,68 @@ def _push(base_url: str, key: str, clients: int, seconds: float) -> list[dict[st
     return outcomes
 
 
+def _attack_body() -> bytes:
+    """A JSON array of about 4 MB: what a stranger sends to make the server parse."""
+    import json
+
+    record = {**_record(99, 0), "answer": "x" * 7_000}
+    return json.dumps([record] * 400).encode()
+
+
+def _attackers(base_url: str, count: int, stop: threading.Event) -> tuple[list[threading.Thread], dict[str, int]]:
+    """`count` clients without a key posting the 4 MB body until `stop`: their answers by status."""
+    import httpx
+
+    body, answers, lock = _attack_body(), {}, threading.Lock()
+    log(f"attack body: {len(body):,} bytes")
+
+    def attacker() -> None:
+        with httpx.Client(base_url=base_url, timeout=30) as http:
+            while not stop.is_set():
+                try:
+                    status = str(http.post("/runs", content=body, headers={"Content-Type": "application/json"}).status_code)
+                except httpx.HTTPError as exc:  # the server answers 401 and may close before the body is sent
+                    status = type(exc).__name__
+                with lock:
+                    answers[status] = answers.get(status, 0) + 1
+
+    threads = [threading.Thread(target=attacker, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads, answers
+
+
+def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings: dict[str, float]) -> dict[str, Any]:
+    with phase(f"1 valid pusher alone for {seconds:.0f} s", timings):
+        alone = _push(base_url, key, 1, seconds)
+    stop = threading.Event()
+    threads, answers = _attackers(base_url, attackers, stop)
+    load_before = os.getloadavg()[0]
+    with phase(f"1 valid pusher beside {attackers} unauthenticated 4 MB posters for {seconds:.0f} s", timings):
+        attacked = _push(base_url, key, 1, seconds, first=1)  # trace ids of its own
+    load_during = os.getloadavg()[0]
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    ok_alone = [o["ms"] for o in alone if o["status"] == 202]
+    ok_attacked = [o["ms"] for o in attacked if o["status"] == 202]
+    p95_alone, p95_attacked = percentile(ok_alone, 95), percentile(ok_attacked, 95)
+    return {
+        "outcomes": alone + attacked,
+        "p50_alone_ms": rounded(percentile(ok_alone, 50), 1), "p95_alone_ms": rounded(p95_alone, 1),
+        "p50_attacked_ms": rounded(percentile(ok_attacked, 50), 1), "p95_attacked_ms": rounded(p95_attacked, 1),
+        "p95_ratio": rounded(p95_attacked / p95_alone, 2) if p95_alone else None, "p95_ratio_target": 2.0,
+        "pushed_alone": len(ok_alone), "pushed_attacked": len(ok_attacked),
+        "attackers": attackers, "attacker_answers": dict(sorted(answers.items())),
+        "load_average_1min_before_attack": rounded(load_before, 1), "load_average_1min_during_attack": rounded(load_during, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--attack", action="store_true", help="a valid pusher alone, then beside unauthenticated 4 MB posters")
+    parser.add_argument("--attackers", type=int, default=19)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
@@ -141,15 +206,20 @@ def main() -> None:
             get_engine(settings)  # migrated here; the API joins the same server
             with transaction(settings) as session:
                 session.execute(text("DELETE FROM run_intake WHERE trace_id LIKE 'bench-%'"))
-                key = create_api_key(name="bench", created_by="bench/api.py", session=session).key
+                key = create_api_key(name="bench", app="bench", created_by="bench/api.py", session=session).key
         port = _free_port()
         base_url = f"http://127.0.0.1:{port}"
         with phase(f"start workbench api on port {port}", timings):
             server = _start_api(port, data_dir)
             _wait_healthy(base_url, server)
         load_before = os.getloadavg()[0]
-        with phase(f"{args.clients} clients push single runs for {args.seconds:.0f} s", timings):
-            outcomes = _push(base_url, key, args.clients, args.seconds)
+        attack: dict[str, Any] = {}
+        if args.attack:
+            attack = _run_attack(base_url, key, args.attackers, args.seconds, timings)
+            outcomes = attack.pop("outcomes")
+        else:
+            with phase(f"{args.clients} clients push single runs for {args.seconds:.0f} s", timings):
+                outcomes = _push(base_url, key, args.clients, args.seconds)
         load_during = os.getloadavg()[0]
         with transaction(settings) as session:
             stored = {row[0] for row in session.execute(text(_STORED))}
@@ -159,7 +229,7 @@ def main() -> None:
             log(f"error: {error['status']} {error['error']}")
         latencies = [o["ms"] for o in accepted]
         result = {
-            "runs_per_s": rounded(len(accepted) / args.seconds, 1),
+            "runs_per_s": rounded(len(accepted) / (args.seconds * (2 if args.attack else 1)), 1),
             "p50_ms": rounded(percentile(latencies, 50), 1),
             "p95_ms": rounded(percentile(latencies, 95), 1),
             "p99_ms": rounded(percentile(latencies, 99), 1),
@@ -168,8 +238,9 @@ def main() -> None:
             "lost": sum(o["trace_id"] not in stored for o in accepted),
             "not_new": sum(not o["created"] for o in accepted),  # every trace id is unique: must be 0
             "errors": len(errors),
-            "clients": args.clients,
-            "seconds": args.seconds,
+            **attack,
+            "clients": 1 if args.attack else args.clients,
+            "seconds": args.seconds * (2 if args.attack else 1),
             "store": "embedded" if settings.embedded else "external",
             "load_average_1min_before": rounded(load_before, 1),
             "load_average_1min_after": rounded(load_during, 1),
