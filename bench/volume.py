@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datadir", type=Path, required=True, help="the embedded store's data dir (kept)")
     parser.add_argument("--templates", type=int, default=48, help="real runs the store is made from")
     parser.add_argument("--indexes", action="store_true", help="create RECOMMENDED_INDEXES in this store first")
-    parser.add_argument("--skip", default="", help="comma-separated parts not to time: pages,export,api")
+    parser.add_argument("--skip", default="", help="comma-separated parts not to time: pages,documents,export,api")
     args = parser.parse_args(argv)
     wall = time.perf_counter()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     out.update(store_size())
     if "pages" not in skip:
         with phase("pages (AppTest)", timings):
-            out.update(time_pages())
+            out.update(time_pages(skip))
     with phase("re-score and calibration", timings):
         out.update(time_scoring())
     if "export" not in skip:
@@ -236,7 +236,7 @@ def _rerun(at: Any, change: Any) -> float:
     return seconds
 
 
-def time_pages() -> dict[str, Any]:
+def time_pages(skip: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     seconds, _ = _open("review", "Review queue")
     out["warmup_review_s"] = rounded(seconds, 3)
@@ -244,8 +244,9 @@ def time_pages() -> dict[str, Any]:
     out["review_first_page_s"], out["review_first_page_load"] = rounded(seconds, 3), load()
     out["review_filtered_page_s"] = rounded(_rerun(at, lambda a: a.multiselect(key="review.levels").set_value(["LOW"])), 3)
     out["review_filtered_page_load"] = load()
-    seconds, _ = _open("documents", "Document trends")
-    out["documents_page_s"], out["documents_page_load"] = rounded(seconds, 3), load()
+    if "documents" not in skip:
+        seconds, _ = _open("documents", "Document trends")
+        out["documents_page_s"], out["documents_page_load"] = rounded(seconds, 3), load()
     seconds, _ = _open("tuning", "Tune confidence weights")  # the first since the process started: loads the matrix
     out["tuning_open_cold_s"], out["tuning_open_cold_load"] = rounded(seconds, 3), load()
     seconds, at = _open("tuning", "Tune confidence weights", keep_resources=True)
@@ -257,7 +258,8 @@ def time_pages() -> dict[str, Any]:
     out["tuning_slider_move_load"] = load()
     for name in ("review_first_page", "review_filtered_page", "documents_page", "tuning_open_cold", "tuning_open",
                  "tuning_slider_move"):
-        log(f"  {name}: {out[name + '_s']} s (load {out[name + '_load']})")
+        if name + "_s" in out:
+            log(f"  {name}: {out[name + '_s']} s (load {out[name + '_load']})")
     return out
 
 
