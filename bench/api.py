@@ -157,15 +157,27 @@ def _attackers(base_url: str, count: int, stop: threading.Event) -> tuple[list[t
     return threads, answers
 
 
-def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings: dict[str, float]) -> dict[str, Any]:
+def _cpu(server_pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) so far of the API server's process and of this one."""
+    import psutil
+
+    times = psutil.Process(server_pid).cpu_times()
+    return times.user + times.system, time.process_time()
+
+
+def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings: dict[str, float],
+                server_pid: int) -> dict[str, Any]:
+    start = _cpu(server_pid)
     with phase(f"1 valid pusher alone for {seconds:.0f} s", timings):
         alone = _push(base_url, key, 1, seconds)
+    between = _cpu(server_pid)
     stop = threading.Event()
     threads, answers = _attackers(base_url, attackers, stop)
     load_before = os.getloadavg()[0]
     with phase(f"1 valid pusher beside {attackers} unauthenticated 4 MB posters for {seconds:.0f} s", timings):
         attacked = _push(base_url, key, 1, seconds, first=1)  # trace ids of its own
     load_during = os.getloadavg()[0]
+    end = _cpu(server_pid)
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -179,6 +191,14 @@ def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings
         "p95_ratio": rounded(p95_attacked / p95_alone, 2) if p95_alone else None, "p95_ratio_target": 2.0,
         "pushed_alone": len(ok_alone), "pushed_attacked": len(ok_attacked),
         "attackers": attackers, "attacker_answers": dict(sorted(answers.items())),
+        # Where the CPU went in each phase: the API server's process, and the bench's (the pusher
+        # and, under attack, the attackers), in CPU seconds per second of the phase.
+        "api_cpu_per_s_alone": rounded((between[0] - start[0]) / seconds, 2),
+        "api_cpu_per_s_attacked": rounded((end[0] - between[0]) / seconds, 2),
+        "bench_cpu_per_s_alone": rounded((between[1] - start[1]) / seconds, 2),
+        "bench_cpu_per_s_attacked": rounded((end[1] - between[1]) / seconds, 2),
+        "api_cpu_ms_per_attacker_post": rounded(1000 * ((end[0] - between[0]) - (between[0] - start[0]))
+                                                / max(1, sum(answers.values())), 2),
         "load_average_1min_before_attack": rounded(load_before, 1), "load_average_1min_during_attack": rounded(load_during, 1),
     }
 
@@ -215,7 +235,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         attack: dict[str, Any] = {}
         if args.attack:
-            attack = _run_attack(base_url, key, args.attackers, args.seconds, timings)
+            attack = _run_attack(base_url, key, args.attackers, args.seconds, timings, server.pid)
             outcomes = attack.pop("outcomes")
         else:
             with phase(f"{args.clients} clients push single runs for {args.seconds:.0f} s", timings):
