@@ -134,8 +134,25 @@ def _rows(mode: str, values: dict[str, object], session: Session, settings: Sett
     snapshot = export_snapshot(session) if ranges else None
     if snapshot is None:
         widen_hnsw(session.connection(), mode, values)
-        return list(session.execute(_STATEMENTS[mode], values).mappings())
+        if int(values["n_chunks"]) > GENERIC_PLAN_MAX_CHUNKS:  # type: ignore[call-overload]
+            return list(session.execute(_STATEMENTS[mode], values).mappings())
+        previous = session.execute(_GENERIC_PLAN).scalar_one()
+        rows = list(session.execute(_STATEMENTS[mode], values).mappings())
+        session.execute(_PLAN_AS_BEFORE, {"previous": previous})  # the caller's later statements as they were
+        return rows
     return _sliced_rows(mode, values, session.get_bind(), snapshot, ranges)  # type: ignore[arg-type]
+
+
+# The statement is planned once per connection, not per search. psycopg prepares a statement
+# run five times on a connection; PostgreSQL still planned it anew for each search's values
+# (custom plans, 1.5 ms of the BM25 leg's ~10 ms of CPU at 100k chunks). The plan's shape does
+# not depend on them (CTE fences, OFFSET 0, the collection's partition pruned at run time).
+# Measured at 100k chunks (bench store, 220 SQuAD questions, alternating, load 5.7):
+# search_in_session in BM25 mode 9.9-10.1 -> 8.4-8.5 ms of CPU (client + server) a query,
+# every hit and score the same. Larger collections keep custom plans until measured there.
+GENERIC_PLAN_MAX_CHUNKS = 100_000
+_GENERIC_PLAN = text("SELECT current_setting('plan_cache_mode'), set_config('plan_cache_mode', 'force_generic_plan', true)")
+_PLAN_AS_BEFORE = text("SELECT set_config('plan_cache_mode', :previous, true)")
 
 
 def widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
