@@ -19,6 +19,7 @@ ORDERS = {"most likely wrong first": "uncertainty", "largest disagreement betwee
 STATUS_FILTER_KEY = "review.statuses"
 TRACE_FILTER_KEY = "review.trace_id"
 TRACE_LINK = "trace_id"  # ?trace_id=<id> opens that run, so a link from another system lands on it
+APP_LINK = "app"  # &app=<app>: whose trace id it is, where two systems sent the same one
 
 
 def queue_filters(*, statuses: Sequence[str], levels: Sequence[str], presets: Sequence[str], reviewer: str,
@@ -64,8 +65,11 @@ def take_trace_link() -> tuple[str, tuple[int, int] | None] | None:
     trace_id = st.query_params.get(TRACE_LINK, "").strip()
     if not trace_id:
         return None
+    app = st.query_params.get(APP_LINK, "").strip() or None
     del st.query_params[TRACE_LINK]
-    found = run_for_trace(trace_id)
+    if app is not None:
+        del st.query_params[APP_LINK]
+    found = run_for_trace(trace_id, app)
     if found is not None:
         st.session_state[STATUS_FILTER_KEY] = []  # every status: a linked run may be reviewed or auto-accepted
         st.session_state[TRACE_FILTER_KEY] = trace_id

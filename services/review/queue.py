@@ -292,13 +292,19 @@ def signal_disagreement(signals: dict[str, float]) -> float:
     return float(max(values) - min(values)) if len(values) > 1 else 0.0
 
 
-_RUN_FOR_TRACE_SQL = "SELECT id, review_version FROM runs WHERE trace_id = :trace_id"
+# Trace ids are unique per app (migration 0013): two systems may send the same one.
+_RUN_FOR_TRACE_SQL = """
+SELECT id, review_version FROM runs
+WHERE trace_id = :trace_id AND (CAST(:app AS text) IS NULL OR app = :app)
+ORDER BY id DESC LIMIT 1
+"""
 
 
-def run_for_trace(trace_id: str) -> tuple[int, int] | None:
-    """(run id, review version) of the run stored under exactly this trace id; None when there is none."""
+def run_for_trace(trace_id: str, app: str | None = None) -> tuple[int, int] | None:
+    """(run id, review version) of the run stored under exactly this trace id, by `app` when
+    given, else the newest of any app's; None when there is none."""
     with transaction() as session:
-        row = session.execute(text(_RUN_FOR_TRACE_SQL), {"trace_id": trace_id.strip()}).first()
+        row = session.execute(text(_RUN_FOR_TRACE_SQL), {"trace_id": trace_id.strip(), "app": app}).first()
     return (row.id, row.review_version) if row is not None else None
 
 

@@ -135,3 +135,20 @@ def test_queue_filters_by_source_and_finds_a_run_by_its_exact_trace_id(run_ids):
     assert review_queue(QueueFilters(sources=("import",))) == []
     assert all(i.source == "ask" and i.trace_id is None for i in review_queue())
     assert run_for_trace("t-1") is None
+
+
+def test_a_trace_id_two_apps_sent_opens_the_asked_apps_run(run_ids):
+    from sqlalchemy import text
+
+    from services.review.queue import run_for_trace
+    from services.store import transaction
+
+    first, second, _ = run_ids
+    with transaction() as session:  # trace ids are unique per app: two systems sent the same one
+        for run_id, app in ((first, "shop"), (second, "support")):
+            session.execute(text("UPDATE runs SET trace_id = 't-same', app = :app WHERE id = :id"),
+                            {"app": app, "id": run_id})
+    assert run_for_trace("t-same", "shop") == (first, 0)
+    assert run_for_trace("t-same", "support") == (second, 0)
+    assert run_for_trace("t-same") == (second, 0)  # no app named: the newest
+    assert run_for_trace("t-same", "billing") is None
