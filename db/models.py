@@ -155,6 +155,13 @@ class Run(Base):
         Index("runs_reviewed_by_app", "app", "reviewed_at", "id",
               postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
         Index("runs_reviewed_external", "reviewed_at", "id", postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
+        # The Review queue's order, overall and within one level, and the verdicts' confidences (0014).
+        Index("runs_pending_queue", text("coalesce(p_supported, final_confidence)"), "final_confidence", "id",
+              postgresql_where=text("status = 'pending'")),
+        Index("runs_pending_queue_by_level", "final_level", text("coalesce(p_supported, final_confidence)"),
+              "final_confidence", "id", postgresql_where=text("status = 'pending'")),
+        Index("runs_verdicts", "status", postgresql_include=["final_confidence"],
+              postgresql_where=text("status IN ('approved', 'flagged', 'corrected')")),
     )
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     query: Mapped[str] = mapped_column(Text)
