@@ -20,7 +20,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.errors import NotAuthenticatedError, WorkbenchError
-from services.intake.api_keys import hash_key
 from services.intake.trace_keys import TraceKeys, VerifiedKey
 from services.settings import Settings
 from services.store import transaction
@@ -48,7 +47,7 @@ class AuthenticateFirst:
             key = presented_key(scope)
             # A key that passed lately is let through here, on the event loop: handing each
             # request to a thread and back cost 0.3 ms of CPU, a seventh of an OTLP export's.
-            caller = remembered(self.keys, key) or await run_in_threadpool(self._verify, key)
+            caller = self.keys.remembered(key) or await run_in_threadpool(self._verify, key)
         except WorkbenchError as exc:
             await self._refuse(exc, scope)(scope, receive, send)
             return
@@ -72,19 +71,6 @@ class AuthenticateFirst:
         if status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
         return response
-
-
-def remembered(keys: TraceKeys, key: str | None) -> VerifiedKey | None:
-    """The key as TraceKeys.verify would answer it without the store: it passed within the ttl.
-    None means ask the store (in a thread). Reads TraceKeys' memory directly, since it has no
-    way to ask without a session; one dict read, atomic under the GIL."""
-    if not key:
-        return None
-    key_hash = hash_key(key)
-    passed = keys._passed.get(key_hash)
-    if passed is None or keys._clock() - passed[1] >= keys._ttl:
-        return None
-    return VerifiedKey(passed[0], key_hash)
 
 
 def presented_key(scope: Scope) -> str | None:

@@ -42,18 +42,29 @@ class TraceKeys:
     def verify(self, key: str | None, *, session: Session) -> VerifiedKey:
         """The key, from memory when it passed within the ttl, else verified in the store
         (NotAuthenticatedError when missing, unknown or revoked)."""
+        passed = self.remembered(key)
+        if passed is not None:
+            return passed
         key_hash = hash_key(key) if key else ""
         now = self._clock()
-        with self._lock:
-            passed = self._passed.get(key_hash)
-        if passed is not None and now - passed[1] < self._ttl:
-            return VerifiedKey(passed[0], key_hash)
         found = verify_api_key(key, session=session)
         with self._lock:
             if len(self._passed) >= _MAX_KEYS:
                 self._passed.clear()
             self._passed[key_hash] = (found, now)
         return VerifiedKey(found, key_hash)
+
+    def remembered(self, key: str | None) -> VerifiedKey | None:
+        """The key if it passed within the ttl, without the store; None means ask the store
+        (api/gate.py answers a remembered key on the event loop, no thread or session)."""
+        if not key:
+            return None
+        key_hash = hash_key(key)
+        with self._lock:
+            passed = self._passed.get(key_hash)
+        if passed is None or self._clock() - passed[1] >= self._ttl:
+            return None
+        return VerifiedKey(passed[0], key_hash)
 
     def forget(self, key_hash: str) -> None:
         """A key store_spans found revoked: verified in the store again from the next export on."""

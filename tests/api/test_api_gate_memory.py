@@ -1,5 +1,5 @@
 """The key gate answers a key that passed lately on the event loop, from the key memory
-(api/gate.remembered), and sends any other key to the store. On a real server and the real
+(TraceKeys.remembered, read by api/gate.py), and sends any other key to the store. On a real server and the real
 store."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.gate import remembered
 from services.intake.api_keys import create_api_key, hash_key, revoke_api_key
 from services.intake.trace_keys import TraceKeys
 from services.store import transaction
@@ -43,21 +42,21 @@ def test_remembered_answers_only_a_key_that_passed_within_the_ttl(clean_db, sett
     now = [0.0]
     keys = TraceKeys(ttl_seconds=30, clock=lambda: now[0])
     key, _ = _new_key(settings)
-    assert remembered(keys, key) is None  # never verified: the gate asks the store
-    assert remembered(keys, None) is None and remembered(keys, "") is None
+    assert keys.remembered(key) is None  # never verified: the gate asks the store
+    assert keys.remembered(None) is None and keys.remembered("") is None
     with transaction(settings) as session:
         verified = keys.verify(key, session=session)
-    hit = remembered(keys, key)
+    hit = keys.remembered(key)
     assert hit is not None and hit.key == verified.key and hit.key_hash == hash_key(key)
-    assert remembered(keys, key + "x") is None
+    assert keys.remembered(key + "x") is None
     now[0] = 29.9
-    assert remembered(keys, key) is not None
+    assert keys.remembered(key) is not None
     now[0] = 30.0
-    assert remembered(keys, key) is None  # as old as the ttl: verified in the store again
+    assert keys.remembered(key) is None  # as old as the ttl: verified in the store again
     with transaction(settings) as session:
         keys.verify(key, session=session)
     keys.forget(hash_key(key))  # what POST /v1/traces does with a key it found revoked
-    assert remembered(keys, key) is None
+    assert keys.remembered(key) is None
 
 
 def test_a_key_found_revoked_is_refused_before_its_next_body_is_read(app, base_url, clean_db, settings):  # type: ignore[no-untyped-def]
