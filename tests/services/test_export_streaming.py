@@ -71,18 +71,19 @@ class _Sink(io.BytesIO):
         return super().write(data)
 
 
+def _counted(records, pulled):  # type: ignore[no-untyped-def]
+    """The records, one at a time, counting in pulled[0] how many were taken so far."""
+    for record in records:
+        pulled[0] += 1
+        yield record
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_text_formats_write_each_record_before_the_next_is_read(five_runs, fmt):
     records = export_records()
     pulled = [0]
-
-    def produce():  # type: ignore[no-untyped-def]
-        for record in records:
-            pulled[0] += 1
-            yield record
-
     sink = _Sink(pulled)
-    assert write_records(produce(), fmt, sink) == 5
+    assert write_records(_counted(records, pulled), fmt, sink) == 5
     assert max(sink.at_write) == 5 and sink.at_write[-1] <= 5
     first_record_write = next(i for i, n in enumerate(sink.at_write) if n >= 1)
     assert sink.at_write[first_record_write] == 1  # written before the second record was pulled
@@ -92,14 +93,8 @@ def test_text_formats_write_each_record_before_the_next_is_read(five_runs, fmt):
 def test_parquet_holds_at_most_one_row_group_of_records(five_runs):
     records = export_records() * (PARQUET_ROW_GROUP // 5 + 1)  # more than one row group
     pulled = [0]
-
-    def produce():  # type: ignore[no-untyped-def]
-        for record in records:
-            pulled[0] += 1
-            yield record
-
     sink = _Sink(pulled)
-    assert write_records(produce(), "parquet", sink) == len(records)
+    assert write_records(_counted(records, pulled), "parquet", sink) == len(records)
     group_writes = [n for n in sink.at_write if n > 0]
     assert group_writes[0] <= PARQUET_ROW_GROUP < len(records)  # the first group went out before the rest was read
     assert read_export(sink.getvalue(), "parquet") == records
