@@ -69,8 +69,12 @@ def test_a_review_saved_after_a_page_was_read_is_not_passed_over_within_the_sett
     assert [r.run_id for r in after_unsettled.runs] == []  # without the window, `late` is lost for good
 
 
-@pytest.mark.parametrize(("statement", "index"), [(_OF_APP, "runs_reviewed_by_app"), (_OF_EVERY_APP, "runs_reviewed_external")])
-def test_a_page_is_an_index_range_scan_from_the_cursor(clean_db, settings, statement, index):  # type: ignore[no-untyped-def]
+# One app's page may be read from either index: where the statistics say every reviewed run is
+# that app's (earlier tests of a session leave such a table, analysed), the index over every
+# app with `app` as a filter is as good a range scan from the cursor.
+@pytest.mark.parametrize(("statement", "indexes"), [(_OF_APP, ("runs_reviewed_by_app", "runs_reviewed_external")),
+                                                    (_OF_EVERY_APP, ("runs_reviewed_external",))])
+def test_a_page_is_an_index_range_scan_from_the_cursor(clean_db, settings, statement, indexes):  # type: ignore[no-untyped-def]
     with transaction(settings) as session:
         # A handful of rows would make any plan cheap: leave the planner only the plans that read
         # the index in order (as it picks at volume, for a LIMIT), then check that one exists.
@@ -78,6 +82,7 @@ def test_a_page_is_an_index_range_scan_from_the_cursor(clean_db, settings, state
             session.execute(text(f"SET LOCAL enable_{switch} = off"))
         plan = "\n".join(row[0] for row in session.execute(text(f"EXPLAIN {statement.text}"), {
             "app": "support", "after_at": datetime.now(UTC), "after_id": 7, "settle": 1.0, "limit": 100}))
-    assert f"Index Scan using {index}" in plan and "Sort" not in plan, plan
+    index = next((i for i in indexes if f"Index Scan using {i} " in plan), None)
+    assert index is not None and "Sort" not in plan, plan
     scan = plan.split(f"Index Scan using {index}")[1].split("\n")[1]
     assert "Index Cond:" in scan and "ROW(reviewed_at, id) > ROW(" in scan, plan  # the cursor is where the scan starts
