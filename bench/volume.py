@@ -31,19 +31,19 @@ from bench._volume_clients import time_export, time_reviewed_since  # noqa: E402
 
 TARGETS = {"page_s": 1.0, "rescore_s": 0.5, "export_peak_rss_mb": 500, "reviewed_since_last_page_p95_ms": 100}
 BUILD_INFO = "volume-build.json"
-# Indexes the timings call for, as migration 0014 creates them (--indexes creates them in a
-# store built before it; IF NOT EXISTS leaves them where the migration made them).
-RECOMMENDED_INDEXES = {
-    "runs_pending_queue": "CREATE INDEX IF NOT EXISTS runs_pending_queue ON runs "
-                          "((coalesce(p_supported, final_confidence)), final_confidence, id) WHERE status = 'pending'",
-    # the same order within one level: a Level filter (LOW runs start 235k rows into the order above)
-    "runs_pending_queue_by_level": "CREATE INDEX IF NOT EXISTS runs_pending_queue_by_level ON runs (final_level, "
-                                   "(coalesce(p_supported, final_confidence)), final_confidence, id) "
-                                   "WHERE status = 'pending'",
-    # calibrator_for_queue's fit reads every verdict's confidence: index-only, not a tenth of the heap at random
-    "runs_verdicts": "CREATE INDEX IF NOT EXISTS runs_verdicts ON runs (status) INCLUDE (final_confidence) "
-                     "WHERE status IN ('approved', 'flagged', 'corrected')",
-}
+# Indexes the timings call for: migration 0014's, read from it so there is one definition
+# (--indexes creates them in a store built before it; IF NOT EXISTS leaves them where it made them).
+_MIGRATION_0014 = Path(__file__).resolve().parent.parent / "db" / "migrations" / "versions" / "0014_review_queue_indexes.py"
+
+
+def recommended_indexes() -> dict[str, str]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("migration_0014", _MIGRATION_0014)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    return {name: f"CREATE INDEX IF NOT EXISTS {name} {definition}" for name, definition in migration.INDEXES.items()}
 
 
 def load() -> float:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--datadir", type=Path, required=True, help="the embedded store's data dir (kept)")
     parser.add_argument("--templates", type=int, default=48, help="real runs the store is made from")
-    parser.add_argument("--indexes", action="store_true", help="create RECOMMENDED_INDEXES in this store first")
+    parser.add_argument("--indexes", action="store_true", help="create migration 0014's indexes in this store first")
     parser.add_argument("--skip", default="", help="comma-separated parts not to time: pages,documents,export,api")
     args = parser.parse_args(argv)
     wall = time.perf_counter()
@@ -154,7 +154,7 @@ def create_indexes() -> dict[str, float]:
         conn = raw.driver_connection
         assert conn is not None
         conn.autocommit = True
-        for name, statement in RECOMMENDED_INDEXES.items():
+        for name, statement in recommended_indexes().items():
             started = time.perf_counter()
             conn.execute(statement)
             seconds[name] = round(time.perf_counter() - started, 1)
