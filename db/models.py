@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
@@ -10,12 +11,15 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Computed,
+    Date,
     DateTime,
     Float,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
     Integer,
+    Numeric,
     PrimaryKeyConstraint,
     String,
     Text,
@@ -203,6 +207,27 @@ class Run(Base):
     trace_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     external: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     app: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The reflection score that approved an answer when the run was made, read from its config by
+    # the database (0015), so the Tuning matrix reads a number, not every run's config JSON.
+    reflection_min_score: Mapped[float | None] = mapped_column(
+        Float, Computed("CAST(config ->> 'reflection_min_score' AS float8)", persisted=True), nullable=True)
+
+
+class DocumentDayRollup(Base):
+    """Document trends per UTC day, status and level; kept by triggers on runs and run_iterations (0015)."""
+
+    __tablename__ = "document_day_rollup"
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    run_collection: Mapped[str] = mapped_column(Text, primary_key=True)
+    collection: Mapped[str] = mapped_column(Text, primary_key=True)
+    external_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    status: Mapped[str] = mapped_column(Text, primary_key=True)
+    final_level: Mapped[str] = mapped_column(Text, primary_key=True)
+    runs: Mapped[int] = mapped_column(BigInteger)
+    retrieved: Mapped[int] = mapped_column(BigInteger)
+    cited: Mapped[int] = mapped_column(BigInteger)
+    confidence_sum: Mapped[Decimal] = mapped_column(Numeric)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ReviewHistory(Base):

@@ -17,13 +17,15 @@ not hold it. One that names neither a document id nor a source becomes a hit cal
 "context <rank>"; it is no document anyone could fix, so it is left out here.
 
 Everything is aggregated in SQL, one statement per question, so a page never loads runs
-to count them.
+to count them. The trends read a rollup per document and UTC day that triggers keep with every
+write of runs (migration 0015); document_trends_check.document_trends_from_runs computes the same
+list from the runs themselves, the reference the rollup is tested against.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import text
@@ -128,42 +130,41 @@ _HIT_COLLECTION = """
 CASE WHEN COALESCE(CAST(h ->> 'document_id' AS bigint), 0) < 0 THEN :outside || ' (' || s.source || ')'
      ELSE s.collection END"""
 
-_TRENDS = text(_SCOPED + """,
-appearances AS (  -- one row per (run, document)
-    SELECT d.collection, d.external_id, s.status, s.final_confidence, s.created_at,
-           s.status = ANY(CAST(:rejected AS text[]))
-           OR (s.final_level = ANY(CAST(:low_levels AS text[])) AND s.status <> 'approved') AS troubled,
-           s.final_level = ANY(CAST(:low_levels AS text[])) AS low,
-           bool_or(d.retrieved) AS retrieved, bool_or(d.cited) AS cited, max(d.title) AS title
-    FROM scoped s
-    CROSS JOIN LATERAL (
-        SELECT""" + _HIT_COLLECTION + """, h ->> 'external_id', NULLIF(h ->> 'title', ''), true, false
-        FROM jsonb_array_elements(s.hits) h
-        WHERE""" + _NAMED_HIT + """
-        UNION ALL
-        SELECT s.collection, c ->> 'external_id', NULL, false, true FROM jsonb_array_elements(s.citations) c
-    ) AS d(collection, external_id, title, retrieved, cited)
-    WHERE d.external_id <> ''
-    GROUP BY s.id, d.collection, s.status, s.final_confidence, s.final_level, s.created_at, d.external_id
+# The page's sums over the rollup (migration 0015: per runs' collection, listed collection,
+# document, UTC day, status and level, kept by triggers on every write of runs and their best
+# iteration): at most documents x days x statuses x levels rows, however many runs there are.
+_TRENDS = text("""
+WITH scoped AS (
+    SELECT collection, external_id, status, day, runs, retrieved, cited, confidence_sum, title,
+           final_level = ANY(CAST(:low_levels AS text[])) AS low,
+           status = ANY(CAST(:rejected AS text[]))
+           OR (final_level = ANY(CAST(:low_levels AS text[])) AND status <> 'approved') AS troubled
+    FROM document_day_rollup
+    WHERE runs <> 0
+      AND (CAST(:collection AS text) IS NULL OR run_collection = CAST(:collection AS text))
+      AND (CAST(:first_day AS date) IS NULL OR day >= CAST(:first_day AS date))
+      AND (CAST(:end_day AS date) IS NULL OR day < CAST(:end_day AS date))
 ), totals AS (
-    SELECT collection, external_id, COALESCE(max(title), '') AS title, count(*) AS runs,
-           count(*) FILTER (WHERE retrieved) AS retrieved, count(*) FILTER (WHERE cited) AS cited,
-           avg(final_confidence) AS mean_confidence,
-           count(*) FILTER (WHERE status = 'approved') AS approved,
-           count(*) FILTER (WHERE status = 'flagged') AS flagged,
-           count(*) FILTER (WHERE status = 'corrected') AS corrected,
-           count(*) FILTER (WHERE status = 'pending') AS pending,
-           count(*) FILTER (WHERE status = 'auto_accepted') AS auto_accepted,
-           count(*) FILTER (WHERE low) AS low_confidence,
-           count(*) FILTER (WHERE troubled) AS troubled
-    FROM appearances
+    SELECT collection, external_id, COALESCE(max(title), '') AS title, CAST(sum(runs) AS bigint) AS runs,
+           CAST(sum(retrieved) AS bigint) AS retrieved, CAST(sum(cited) AS bigint) AS cited,
+           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence,
+           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'approved'), 0) AS bigint) AS approved,
+           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'flagged'), 0) AS bigint) AS flagged,
+           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'corrected'), 0) AS bigint) AS corrected,
+           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'pending'), 0) AS bigint) AS pending,
+           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'auto_accepted'), 0) AS bigint) AS auto_accepted,
+           CAST(COALESCE(sum(runs) FILTER (WHERE low), 0) AS bigint) AS low_confidence,
+           CAST(COALESCE(sum(runs) FILTER (WHERE troubled), 0) AS bigint) AS troubled
+    FROM scoped
     GROUP BY collection, external_id
-    HAVING count(*) >= :min_runs
+    HAVING sum(runs) >= :min_runs
 ), weekly AS (
-    SELECT collection, external_id, CAST(date_trunc('week', created_at AT TIME ZONE 'UTC') AS date) AS week,
-           count(*) AS runs, avg(final_confidence) AS mean_confidence, count(*) FILTER (WHERE troubled) AS troubled
-    FROM appearances
+    SELECT collection, external_id, CAST(date_trunc('week', CAST(day AS timestamp)) AS date) AS week, sum(runs) AS runs,
+           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence,
+           COALESCE(sum(runs) FILTER (WHERE troubled), 0) AS troubled
+    FROM scoped
     GROUP BY 1, 2, 3
+    HAVING sum(runs) > 0
 ), series AS (
     SELECT collection, external_id,
            jsonb_agg(jsonb_build_array(week, runs, mean_confidence, troubled) ORDER BY week) AS weeks
@@ -181,21 +182,37 @@ def document_trends(*, collection: str | None = None, since: datetime | None = N
                     min_runs: int = 1, limit: int | None = None, session: Session) -> list[DocumentTrend]:
     """Every document the runs created in [since, until) retrieved or cited, fix-first order.
 
-    `collection` None means every collection; `limit` None means every document.
+    `collection` None means every collection; `limit` None means every document. The counts are
+    kept per UTC day, so `since` and `until` are whole days (midnight UTC, as day_range gives).
     """
+    check_trend_filters(min_runs=min_runs, limit=limit)
+    rows = session.execute(_TRENDS, {
+        "collection": collection, "first_day": _whole_day(since, "since"), "end_day": _whole_day(until, "until"),
+        "min_runs": min_runs, "limit": limit, "low_levels": list(LOW_LEVELS), "rejected": list(REJECTED),
+    }).mappings()
+    return [trend_from_row(row) for row in rows]
+
+
+def check_trend_filters(*, min_runs: int, limit: int | None) -> None:
     if min_runs < 1:
         raise InputError("min_runs must be at least 1")
     if limit is not None and limit < 1:
         raise InputError("limit must be at least 1 (or None for every document)")
-    rows = session.execute(_TRENDS, {
-        "collection": collection, "since": since, "until": until, "min_runs": min_runs, "limit": limit,
-        "low_levels": list(LOW_LEVELS), "anonymous": ANONYMOUS_CONTEXT, "rejected": list(REJECTED),
-        "outside": OUTSIDE_CORPUS,
-    }).mappings()
-    return [_trend(row) for row in rows]
 
 
-def _trend(row: Any) -> DocumentTrend:
+def _whole_day(bound: datetime | None, name: str) -> date | None:
+    if bound is None:
+        return None
+    if bound == datetime.max.replace(tzinfo=UTC):  # day_end(date.max): no end
+        return None
+    utc = bound.astimezone(UTC) if bound.tzinfo is not None else None
+    if utc is None or utc.time() != time():
+        raise InputError(f"document trends are counted per UTC day: {name} must be midnight UTC "
+                         f"(services.review.days.day_range gives such bounds), not {bound.isoformat()}")
+    return utc.date()
+
+
+def trend_from_row(row: Any) -> DocumentTrend:
     weeks = tuple(WeekPoint(date.fromisoformat(week), int(runs), float(mean), int(troubled))
                   for week, runs, mean, troubled in row["weeks"])
     values = {key: row[key] for key in DocumentTrend.__dataclass_fields__ if key != "weeks"}

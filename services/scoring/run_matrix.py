@@ -68,7 +68,7 @@ COPY (
          {reflection}, {grade}, {heuristic},
          final_answer <> '' AS has_answer,
          crag_verdict IS NOT DISTINCT FROM 'CORRECT' AS crag_correct,
-         coalesce(reflection_score >= coalesce(CAST(config->>'reflection_min_score' AS float8), %(reflection_min)s),
+         coalesce(reflection_score >= coalesce(reflection_min_score, %(reflection_min)s),
                   false) AS reflection_approved
   FROM runs
   WHERE id >= coalesce((SELECT id FROM runs WHERE CAST(%(limit)s AS bigint) IS NOT NULL
