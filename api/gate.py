@@ -7,11 +7,13 @@ parsed first. This middleware sits outside the routes. It takes a key that passe
 trust (services/intake/trace_keys.py, at most 30 s) and sends any other key to the store;
 each endpoint still verifies the key in its own transaction, so a revoked key is refused
 from its next request on, as before. The key that passed (its id, app and scope) goes on in
-the request's state under CALLER, for what runs before the body too (api/quotas.py).
+the request's state under CALLER, for what runs before the body too (api/quotas.py). A 401
+is sent after a delay (Settings.api_refusal_delay_ms): strangers are slowed, not served.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -49,6 +51,8 @@ class AuthenticateFirst:
             # request to a thread and back cost 0.3 ms of CPU, a seventh of an OTLP export's.
             caller = self.keys.remembered(key) or await run_in_threadpool(self._verify, key)
         except WorkbenchError as exc:
+            if isinstance(exc, NotAuthenticatedError):  # see Settings.api_refusal_delay_ms
+                await asyncio.sleep(self.settings.api_refusal_delay_ms / 1000)
             await self._refuse(exc, scope)(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = caller

@@ -3,7 +3,7 @@ time against a real `workbench api` (uvicorn in its own process), then every pus
 looked for in run_intake.
 
     python bench/api.py [--clients 20] [--seconds 30] [--data-dir DIR]
-    python bench/api.py --attack [--attackers 19] [--seconds 30]
+    python bench/api.py --attack [--attackers 19] [--seconds 30] [--pin-attackers]
 
 Each client is a thread with its own httpx.Client (keep-alive), sending one run at a time:
 a question, an answer, five contexts with retriever scores and metadata, and a unique trace
@@ -21,6 +21,11 @@ while --attackers clients with no key post 4 MB JSON arrays as fast as they are 
 (threads of a process of their own, so that they do not hold the pusher's GIL).
 Prints the pusher's p50/p95 alone and under attack, their ratio (target: p95 within 2x),
 the attackers' answers by status, and `lost` (must be 0).
+
+--pin-attackers: the attackers' process runs on the last CPU only, and everything else (the
+bench's pusher, the API server, Postgres: children inherit it) on the others, in both phases.
+Strangers' clients run on machines of their own; on a small machine their CPU would otherwise
+be counted against the server. The unpinned figure is the one a shared machine gives.
 """
 
 from __future__ import annotations
@@ -159,9 +164,11 @@ def _attackers(base_url: str, count: int, stop: threading.Event) -> tuple[list[t
     return threads, answers
 
 
-def _attack_process(base_url: str, count: int, ready: Any, stop: Any, results: Any) -> None:
+def _attack_process(base_url: str, count: int, ready: Any, stop: Any, results: Any, cpus: set[int] | None) -> None:
     """The attackers in a process of their own: their Python work (19 threads sending 4 MB each)
     must not take the measured pusher's GIL, as strangers on other machines would not."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     threads, answers = _attackers(base_url, count, stop)
     ready.set()
     for thread in threads:
@@ -178,7 +185,7 @@ def _cpu(server_pid: int) -> tuple[float, float]:
 
 
 def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings: dict[str, float],
-                server_pid: int) -> dict[str, Any]:
+                server_pid: int, attacker_cpus: set[int] | None) -> dict[str, Any]:
     start = _cpu(server_pid)
     with phase(f"1 valid pusher alone for {seconds:.0f} s", timings):
         alone = _push(base_url, key, 1, seconds)
@@ -186,7 +193,8 @@ def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings
 
     context = multiprocessing.get_context("spawn")
     ready, stop, results = context.Event(), context.Event(), context.Queue()
-    attacking = context.Process(target=_attack_process, args=(base_url, attackers, ready, stop, results), daemon=True)
+    attacking = context.Process(target=_attack_process, args=(base_url, attackers, ready, stop, results, attacker_cpus),
+                                  daemon=True)
     attacking.start()
     ready.wait(timeout=60)
     between = _cpu(server_pid)
@@ -220,6 +228,7 @@ def _run_attack(base_url: str, key: str, attackers: int, seconds: float, timings
                                         - attackers_before.user - attackers_before.system) / seconds, 2),
         "api_cpu_ms_per_attacker_post": rounded(1000 * ((end[0] - between[0]) - (between[0] - start[0]))
                                                 / max(1, sum(answers.values())), 2),
+        "attackers_pinned_to_cpus": sorted(attacker_cpus) if attacker_cpus else None,
         "load_average_1min_before_attack": rounded(load_before, 1), "load_average_1min_during_attack": rounded(load_during, 1),
     }
 
@@ -229,10 +238,19 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--attack", action="store_true", help="a valid pusher alone, then beside unauthenticated 4 MB posters")
     parser.add_argument("--attackers", type=int, default=19)
+    parser.add_argument("--pin-attackers", action="store_true",
+                        help="attackers on the last CPU, the server, Postgres and the pusher on the others")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
     args = parser.parse_args()
+    attacker_cpus = None
+    if args.pin_attackers:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--pin-attackers needs at least 2 CPUs")
+        attacker_cpus = {cpus[-1]}
+        os.sched_setaffinity(0, set(cpus[:-1]))  # before the server and Postgres start: they inherit it
 
     data_dir, created, settings = prepare_store(args.data_dir)  # the API server inherits the store
     from sqlalchemy import text
@@ -256,7 +274,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         attack: dict[str, Any] = {}
         if args.attack:
-            attack = _run_attack(base_url, key, args.attackers, args.seconds, timings, server.pid)
+            attack = _run_attack(base_url, key, args.attackers, args.seconds, timings, server.pid, attacker_cpus)
             outcomes = attack.pop("outcomes")
         else:
             with phase(f"{args.clients} clients push single runs for {args.seconds:.0f} s", timings):

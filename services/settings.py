@@ -75,6 +75,12 @@ class Settings(StoreSettings):
     api_rate_per_key: float = Field(default=500.0, ge=0)
     api_rate_burst: int = Field(default=1_000, ge=1)
     api_max_queued_per_key: int = Field(default=50_000, ge=0)
+    # A request refused for its key (401) is answered this long after its headers arrived, as
+    # PostgreSQL's auth_delay does: the wait costs the server a timer, not CPU, and a client
+    # without a key can no longer make it set up and tear down hundreds of connections a second
+    # (bench/api.py --attack). Missing and unknown keys wait alike, so timing tells them apart
+    # no better than before.
+    api_refusal_delay_ms: int = Field(default=250, ge=0, le=10_000)
     # GET /runs lists a review once it is this old, so one saved while a page is read is not
     # passed over by the page's cursor.
     api_verdict_settle_seconds: float = Field(default=1.0, ge=0, le=60)

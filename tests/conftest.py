@@ -24,6 +24,9 @@ os.environ["WORKBENCH_DATA_DIR"] = str(_DATA_DIR)
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("ANTHROPIC_API_KEY", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Refusals are answered at once in tests (many send no key on purpose); the delay itself is
+# tested on its own app (tests/api/test_api_authenticate_first.py).
+os.environ["API_REFUSAL_DELAY_MS"] = "0"
 
 
 @pytest.fixture(scope="session")

@@ -137,6 +137,8 @@ def export_runs(
     date_field: str = typer.Option("created", "--date-field", help="What --since/--until bound: created or reviewed."),
     profile: Optional[str] = typer.Option(None, help='Weights profile label, e.g. "default v1".'),
     collection: Optional[str] = typer.Option(None, help="Only runs against this collection."),
+    app_name: Optional[str] = typer.Option(None, "--app", help="Only runs another system sent under this app "
+                                           "(its API key's app; see workbench api-key list)."),
 ) -> None:
     """Export runs with their reviews (one record per run) for audits or fine-tuning sets."""
     from services.review.export import ExportFilters, iter_export_records, parse_when
@@ -146,7 +148,7 @@ def export_runs(
         filters = ExportFilters(
             statuses=tuple(s.strip() for item in status or () for s in item.split(",") if s.strip()),
             verdict=verdict, reviewer=reviewer, date_field=date_field, profile=profile, collection=collection,
-            since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
+            app=app_name, since=parse_when(since) if since else None, until=parse_when(until, end=True) if until else None,
         )
         check_format(fmt)
         to_stdout = str(output) == "-"

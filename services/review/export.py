@@ -39,9 +39,10 @@ FIELDS: dict[str, str] = {
     "status": "text", "verdict": "text?", "reviewer": "text?", "flag_reason": "text?", "review_comment": "text?",
     "review_version": "int", "review_history": "json",
     "preset": "text", "backend": "text", "model": "text", "collection": "text", "source": "text",
-    # Runs from other systems (source import or api): their trace id and the metadata they
-    # came with (app, model, user, timestamp, extra); None for the workbench's own runs.
-    "trace_id": "text?", "external": "json",
+    # Runs from other systems (source import, api or otlp): the app whose key sent them (trace
+    # ids are unique per app), their trace id and the metadata they came with (app, model,
+    # user, timestamp, extra); None for the workbench's own runs.
+    "app": "text?", "trace_id": "text?", "external": "json",
 }
 _CITATION_KEYS = ("marker", "chunk_id", "document_id", "external_id", "quote")
 _SCORE_KEYS = ("fused_score", "bm25_score", "dense_similarity", "rerank_score")
@@ -65,6 +66,7 @@ class ExportFilters:
     date_field: str = "created"
     profile: str | None = None
     collection: str | None = None
+    app: str | None = None  # the app whose key sent the runs (GET /runs and the API's keys speak per app)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "statuses", tuple(self.statuses))
@@ -73,7 +75,7 @@ class ExportFilters:
             raise InputError(f"unknown status {', '.join(map(repr, unknown))}; use one of: {', '.join(STATUSES)}")
         if self.verdict is not None and self.verdict not in VERDICTS:
             raise InputError(f"unknown verdict {self.verdict!r}; use one of: {', '.join(VERDICTS)}")
-        for name in ("reviewer", "profile", "collection"):
+        for name in ("reviewer", "profile", "collection", "app"):
             require_storable(getattr(self, name), f"the {name} filter")
         if self.date_field not in DATE_FIELDS:
             raise InputError(f"unknown date field {self.date_field!r}; use one of: {', '.join(DATE_FIELDS)}")
@@ -111,6 +113,7 @@ WHERE (cardinality(CAST(:statuses AS text[])) = 0 OR status = ANY(:statuses))
   AND (CAST(:reviewer AS text) IS NULL OR reviewer = :reviewer)
   AND (CAST(:profile AS text) IS NULL OR weights_profile = :profile)
   AND (CAST(:collection AS text) IS NULL OR collection = :collection)
+  AND (CAST(:app AS text) IS NULL OR app = :app)
   AND (CAST(:since AS timestamptz) IS NULL
        OR (CASE WHEN CAST(:by_reviewed AS boolean) THEN reviewed_at ELSE created_at END) >= :since)
   AND (CAST(:until AS timestamptz) IS NULL
@@ -120,7 +123,7 @@ _RUNS_SQL = """
 SELECT id, query, final_answer, corrected_answer, citations, components, retrieval_confidence, final_confidence,
        final_level, weights_profile, weights_profile_id, route, crag_verdict, reflection_score, grade, status,
        reviewer, flag_reason, review_comment, review_version, preset, backend, model, collection, source,
-       created_at, reviewed_at, trace_id, external, best_iteration""" + _MATCHING + """
+       created_at, reviewed_at, app, trace_id, external, best_iteration""" + _MATCHING + """
 ORDER BY created_at, id
 LIMIT CAST(:limit AS bigint)
 """
@@ -142,7 +145,8 @@ BATCH_RUNS = 500  # runs held at once, with their iterations and history: what m
 
 def _params(filters: ExportFilters, limit: int | None) -> dict[str, Any]:
     return {"statuses": list(filters.statuses), "verdict": filters.verdict, "reviewer": filters.reviewer,
-            "profile": filters.profile, "collection": filters.collection, "since": filters.since,
+            "profile": filters.profile, "collection": filters.collection, "app": filters.app,
+            "since": filters.since,
             "until": filters.until, "by_reviewed": filters.date_field == "reviewed", "limit": limit}
 
 
@@ -231,7 +235,7 @@ def _record(r: Any, iterations: list[Any], history: list[Any], calibrated: float
                             "new_status": h.new_status, "flag_reason": h.flag_reason,
                             "corrected_answer": h.corrected_answer} for h in history],
         "preset": r.preset, "backend": r.backend, "model": r.model, "collection": r.collection, "source": r.source,
-        "trace_id": r.trace_id, "external": r.external,
+        "app": r.app, "trace_id": r.trace_id, "external": r.external,
     }
 
 

@@ -4,6 +4,7 @@ its headers, its body never read, let alone parsed; on a real server and the rea
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -103,3 +104,32 @@ def test_open_routes_need_no_key(base_url, clean_db):  # type: ignore[no-untyped
     with httpx.Client(base_url=base_url, timeout=60) as http:
         assert http.get("/health").status_code == 200
         assert http.get("/openapi.json").status_code == 200 and http.get("/docs").status_code == 200
+
+
+def test_a_refusal_waits_out_the_delay_on_a_timer_while_keyed_requests_go_through(engine, settings, clean_db):  # type: ignore[no-untyped-def]
+    """API_REFUSAL_DELAY_MS: each 401 comes no sooner than the delay, for a missing key as for an
+    unknown one, and eight at once wait side by side (a timer each, not a thread each) while a
+    keyed push is answered meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    delay_ms = 400
+    slowed = create_app(settings.model_copy(update={"api_refusal_delay_ms": delay_ms}), assess=False)
+    with transaction(settings) as session:
+        key = create_api_key(name="pusher", session=session).key
+    refusals = [{}, {"Authorization": "Bearer wb_not-a-key"}] * 4
+
+    def refused_after(headers: dict[str, str]) -> tuple[int, float]:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            started = time.monotonic()
+            status = http.post("/runs", json=RUN, headers=headers).status_code
+            return status, time.monotonic() - started
+
+    with serving(slowed) as url, ThreadPoolExecutor(len(refusals)) as pool:
+        started = time.monotonic()
+        pending = [pool.submit(refused_after, headers) for headers in refusals]
+        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
+            assert http.post("/runs", json=RUN).status_code == 202
+        answers = [future.result() for future in pending]
+        together = time.monotonic() - started
+    assert all(status == 401 and elapsed >= delay_ms / 1000 for status, elapsed in answers), answers
+    assert together < len(refusals) * delay_ms / 1000, together  # not one after another

@@ -120,6 +120,8 @@ def reviewed(profiles) -> dict[str, int]:  # type: ignore[no-untyped-def]
         make_run("Q corrected", profile=profiles["tuned"], collection="manuals"), make_run("Q pending"),
         created_at=T0)
     (auto,) = store(make_run("Q auto", status="auto_accepted"), created_at=T0 + timedelta(days=10))
+    with transaction() as session:  # as if another system's key had sent it
+        session.execute(text("UPDATE runs SET app = 'support-bot', trace_id = 'tr-1' WHERE id = :id"), {"id": auto})
     submit_review(approved, expected_version=0, action="approve", reviewer="alice", comment="looks right")
     submit_review(flagged, expected_version=0, action="flag", reviewer="bob", flag_reason=FLAG_REASONS[1],
                   comment="the quote is from another pump")
@@ -167,6 +169,7 @@ def test_record_has_every_field_and_corrected_answer_replaces_final(reviewed, pr
     assert (history[1]["previous_status"], history[1]["new_status"]) == ("flagged", "corrected")
     assert (record["preset"], record["backend"], record["model"]) == ("balanced", "offline", "extractive-v1")
     assert (record["collection"], record["source"]) == ("manuals", "ask")
+    assert (record["app"], record["trace_id"]) == (None, None)  # the workbench's own run
     assert datetime.fromisoformat(record["created_at"]) == T0
     reviewed_at = datetime.fromisoformat(record["reviewed_at"])
     assert reviewed_at.tzinfo is not None and abs(datetime.now(UTC) - reviewed_at) < timedelta(minutes=5)
@@ -272,6 +275,9 @@ def test_filters_select_the_right_runs(reviewed, profiles) -> None:  # type: ign
     assert ids_of(ExportFilters(profile=profiles["tuned"][0])) == [r["corrected"]]
     assert ids_of(ExportFilters(profile="default v1")) == [r["approved"], r["flagged"], r["pending"], r["auto"]]
     assert ids_of(ExportFilters(collection="manuals")) == [r["corrected"]]
+    assert ids_of(ExportFilters(app="support-bot")) == [r["auto"]]
+    assert [(x["app"], x["trace_id"]) for x in export_records(ExportFilters(app="support-bot"))] == [("support-bot", "tr-1")]
+    assert ids_of(ExportFilters(app="another-bot")) == []
     assert ids_of(ExportFilters(profile="default v1", verdict="approved", reviewer="alice")) == [r["approved"]]
 
 
@@ -470,6 +476,7 @@ def test_cli_options_map_to_filters(reviewed, profiles, tmp_path: Path) -> None:
     assert exported("--reviewer", "bob") == [r["flagged"]]
     assert exported("--profile", profiles["tuned"][0]) == [r["corrected"]]
     assert exported("--collection", "manuals") == [r["corrected"]]
+    assert exported("--app", "support-bot") == [r["auto"]]
     assert exported("--since", "2025-05-02") == [r["auto"]]
     assert exported("--until", "2025-05-01") == [r["approved"], r["flagged"], r["corrected"], r["pending"]]  # whole day
     assert exported("--since", "2025-05-01", "--until", "2025-05-01T09:00:00Z") == []
