@@ -239,14 +239,37 @@ LIMIT :limit
 """)
 
 
+# The first UTC day the newest `limit` of a document's runs need, from the rollup: the days after
+# it hold fewer than `limit` of them. The runs are then read from that day on, not all of them.
+_FIRST_DAY_NEEDED = text("""
+SELECT min(day) FROM (
+    SELECT day, sum(sum(runs)) OVER (ORDER BY day DESC) - sum(runs) AS on_later_days
+    FROM document_day_rollup
+    WHERE collection = :collection AND external_id = :external_id AND runs <> 0
+      AND (CAST(:since AS timestamptz) IS NULL OR day >= CAST(CAST(:since AS timestamptz) AT TIME ZONE 'UTC' AS date))
+      AND (CAST(:until AS timestamptz) IS NULL  -- until is exclusive: the day of the instant before it
+           OR day <= CAST((CAST(:until AS timestamptz) - interval '1 microsecond') AT TIME ZONE 'UTC' AS date))
+    GROUP BY day
+    HAVING sum(runs) > 0
+) AS days
+WHERE on_later_days < :limit
+""")
+
+
 def document_runs(external_id: str, *, collection: str, since: datetime | None = None,
                   until: datetime | None = None, limit: int = 200, session: Session) -> list[DocumentRun]:
     """The runs (newest first) whose best iteration retrieved the document or whose answer cited it;
     `collection` as document_trends lists it (a run's collection, or outside_corpus(source))."""
     if limit < 1:
         raise InputError("limit must be at least 1")
+    first_day = session.scalar(_FIRST_DAY_NEEDED, {"collection": collection, "external_id": external_id,
+                                                   "since": since, "until": until, "limit": limit})
+    if first_day is None:  # the rollup counts no run of it in these dates
+        return []
+    needed_from = datetime.combine(first_day, time(), UTC)
     rows = session.execute(_DOCUMENT_RUNS, {
-        "external_id": external_id, "collection": None, "document_collection": collection, "since": since,
-        "until": until, "limit": limit, "anonymous": ANONYMOUS_CONTEXT, "outside": OUTSIDE_CORPUS,
+        "external_id": external_id, "collection": None, "document_collection": collection,
+        "since": needed_from if since is None else max(since, needed_from), "until": until, "limit": limit,
+        "anonymous": ANONYMOUS_CONTEXT, "outside": OUTSIDE_CORPUS,
     }).mappings()
     return [DocumentRun(**row) for row in rows]

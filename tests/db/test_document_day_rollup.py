@@ -1,0 +1,170 @@
+"""Migration 0015 on the real store: the Document trends rollup the triggers keep gives the page the
+same numbers as counting the runs themselves, through inserts (one by one, many in a statement,
+COPY), verdicts, a changed best iteration, deletes and a refresh; and runs.reflection_min_score
+follows each run's config whoever writes the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from services.review.document_trends_check import document_trends_from_runs
+from services.review.documents import DocumentTrend, document_trends
+from services.store import transaction
+from tests.services.test_documents import QUOTED, at, make_run, store
+
+FILTERS: tuple[dict[str, object], ...] = (
+    {}, {"collection": "default"}, {"collection": "other"}, {"since": at(12, 0)}, {"until": at(12, 0)},
+    {"since": at(7, 0), "until": at(14, 0)}, {"min_runs": 2},
+)
+
+
+def _both(**filters: object) -> tuple[list[DocumentTrend], list[DocumentTrend]]:
+    with transaction() as session:
+        return (document_trends(session=session, **filters),  # type: ignore[arg-type]
+                document_trends_from_runs(session=session, **filters))  # type: ignore[arg-type]
+
+
+def _rounded(trend: DocumentTrend) -> DocumentTrend:
+    """Means to 12 places: the rollup divides an exact sum, the runs' avg() adds floats in any order."""
+    weeks = tuple(dataclasses.replace(w, mean_confidence=round(w.mean_confidence, 12)) for w in trend.weeks)
+    return dataclasses.replace(trend, mean_confidence=round(trend.mean_confidence, 12), weeks=weeks)
+
+
+def assert_rollup_matches_runs(*, titles_seen_before: bool = False) -> None:
+    """Every number equal; titles too, except that a rollup row keeps the title a run once gave it
+    after that run stops retrieving the document (`titles_seen_before`): a name, not a count."""
+    for filters in FILTERS:
+        from_rollup, from_runs = _both(**filters)
+        if titles_seen_before:
+            from_runs = [dataclasses.replace(t, title=kept.title) if not t.title else t
+                         for t, kept in zip(from_runs, from_rollup, strict=False)]
+        assert [_rounded(t) for t in from_rollup] == [_rounded(t) for t in from_runs], filters
+
+
+@pytest.fixture()
+def runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    return {
+        "A": store(make_run("qa", hits=("a", "b", "b"), cited=("a",), confidence=0.9, level="HIGH",
+                            status="approved"), at(6)),
+        "B": store(make_run("qb", hits=("a", "c"), cited=("c",), confidence=0.3, level="LOW", status="pending"), at(7)),
+        "C": store(make_run("qc", hits=("b",), cited=("z",), confidence=0.5, level="MEDIUM", status="flagged"), at(13)),
+        "D": store(make_run("qd", hits=("b", "c"), cited=("b",), confidence=0.2, level="VERY LOW",
+                            status="flagged"), at(14)),
+        "E": store(make_run("qe", hits=(QUOTED,), earlier_hits=("c",), confidence=0.8, level="HIGH",
+                            status="auto_accepted"), at(15)),
+        "F": store(make_run("qf", hits=("a",), confidence=0.1, level="LOW", status="pending", collection="other"),
+                   at(16)),
+    }
+
+
+def test_the_rollup_counts_stored_runs_as_the_runs_do(runs):  # type: ignore[no-untyped-def]
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        assert len(document_trends(session=session)) == 6  # not vacuously equal
+
+
+def test_verdicts_and_level_changes_move_runs_between_rollup_rows(runs):  # type: ignore[no-untyped-def]
+    with transaction() as session:  # B approved, C back to pending, one statement for several runs
+        session.execute(text("UPDATE runs SET status = CASE id WHEN :b THEN 'approved' ELSE 'pending' END "
+                             "WHERE id IN (:b, :c)"), {"b": runs["B"], "c": runs["C"]})
+        session.execute(text("UPDATE runs SET final_level = 'LOW', final_confidence = 0.35 WHERE id = :a"),
+                        {"a": runs["A"]})
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        c = {t.external_id: t for t in document_trends(collection="default", session=session)}["c"]
+    assert (c.pending, c.approved, c.flagged) == (0, 1, 1)
+
+
+def test_a_deleted_run_leaves_the_trends(runs):  # type: ignore[no-untyped-def]
+    with transaction() as session:
+        session.execute(text("DELETE FROM runs WHERE id IN (:d, :f)"), {"d": runs["D"], "f": runs["F"]})
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        assert "other" not in {t.collection for t in document_trends(session=session)}
+
+
+def test_a_changed_best_iteration_and_its_hits_are_followed(runs):  # type: ignore[no-untyped-def]
+    with transaction() as session:  # E's first iteration (which retrieved c) becomes its best
+        session.execute(text("UPDATE runs SET best_iteration = 0 WHERE id = :e"), {"e": runs["E"]})
+        session.execute(text("UPDATE run_iterations SET retrieval = jsonb_set(retrieval, '{hits}', '[]') "
+                             "WHERE run_id = :b AND ordinal = 1"), {"b": runs["B"]})
+        session.execute(text("DELETE FROM run_iterations WHERE run_id = :a"), {"a": runs["A"]})
+    assert_rollup_matches_runs(titles_seen_before=True)  # A still cites a, whose title came from A's hits
+
+
+def test_runs_written_many_in_one_statement_and_by_copy_are_counted(runs):  # type: ignore[no-untyped-def]
+    columns = ("query, preset, collection, source, backend, model, status, final_answer, citations, final_confidence, "
+               "final_level, retrieval_confidence, components, signals, route, best_iteration, iterations_count, "
+               "weights_profile, config, outcome_note, latency_ms, created_at")
+    with transaction() as session:  # copies of B and D, as bench/_volume_build.py writes runs: many per statement
+        shifted = columns.replace("created_at", "created_at + interval '1 day'")
+        session.execute(text(f"INSERT INTO runs ({columns}) SELECT {shifted} FROM runs WHERE id IN (:b, :d)"),
+                        {"b": runs["B"], "d": runs["D"]})
+        session.execute(text(
+            "INSERT INTO run_iterations (run_id, ordinal, query_used, sub_queries, retrieval, components, raw_metrics, "
+            "retrieval_confidence, confidence, level, answer, citations, gaps, decision, decision_reason, signals, "
+            "latency_ms, errors) SELECT n.id, it.ordinal, it.query_used, it.sub_queries, it.retrieval, it.components, "
+            "it.raw_metrics, it.retrieval_confidence, it.confidence, it.level, it.answer, it.citations, it.gaps, "
+            "it.decision, it.decision_reason, it.signals, it.latency_ms, it.errors "
+            "FROM runs n JOIN runs o ON o.query = n.query AND o.id IN (:b, :d) AND n.id > o.id "
+            "JOIN run_iterations it ON it.run_id = o.id"), {"b": runs["B"], "d": runs["D"]})
+        driver = session.connection().connection.driver_connection
+        assert driver is not None
+        with driver.cursor() as cursor:
+            with cursor.copy(f"COPY (SELECT {columns} FROM runs WHERE id = {runs['C']}) TO STDOUT") as out:
+                row = b"".join(bytes(block) for block in out)
+            with cursor.copy(f"COPY runs ({columns}) FROM STDIN") as into:
+                into.write(row)
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        b = {t.external_id: t for t in document_trends(collection="default", session=session)}["b"]
+    assert b.runs == 3 + 1  # A, C, D and D's copy; C's copy by COPY has no iteration and cites only z
+
+
+def test_refresh_recomputes_days_no_trigger_saw(runs):  # type: ignore[no-untyped-def]
+    with transaction() as session:  # what dropping a partition does: runs gone, no trigger fired
+        session.execute(text("ALTER TABLE runs DISABLE TRIGGER document_day_rollup_runs_delete"))
+        session.execute(text("DELETE FROM runs WHERE created_at < :t"), {"t": at(12, 0)})
+        session.execute(text("ALTER TABLE runs ENABLE TRIGGER document_day_rollup_runs_delete"))
+        session.execute(text("SELECT refresh_document_day_rollup(CAST(:first AS date), CAST(:last AS date))"),
+                        {"first": at(1).date(), "last": at(11).date()})
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        assert session.scalar(text("SELECT count(*) FROM document_day_rollup WHERE day < :d AND runs <> 0"),
+                              {"d": at(12).date()}) == 0
+
+
+def test_trends_take_whole_utc_days(runs):  # type: ignore[no-untyped-def]
+    from services.errors import InputError
+
+    with transaction() as session, pytest.raises(InputError, match="midnight UTC"):
+        document_trends(since=datetime(2025, 5, 12, 6, tzinfo=UTC), session=session)
+
+
+def test_the_reflection_minimum_column_follows_the_config_whoever_writes(clean_db):  # type: ignore[no-untyped-def]
+    strict = store(make_run("qs", hits=("a",), confidence=0.5, level="MEDIUM", status="pending"), at(6))
+    with transaction() as session:
+        session.execute(text("UPDATE runs SET config = CAST(:c AS jsonb) WHERE id = :id"),
+                        {"c": json.dumps({"preset": "balanced", "reflection_min_score": 0.85}), "id": strict})
+        plain = store(make_run("qp", hits=("a",), confidence=0.5, level="MEDIUM", status="pending"), at(6))
+        values = dict(session.execute(text("SELECT id, reflection_min_score FROM runs")).tuples().all())
+    assert values == {strict: 0.85, plain: None}  # None: the config names none, the reader's default applies
+
+
+def test_the_drill_down_reads_only_the_days_its_newest_runs_need_and_still_finds_them(runs):  # type: ignore[no-untyped-def]
+    from services.review.documents import document_runs
+
+    with transaction() as session:
+        every = [r.run_id for r in document_runs("b", collection="default", session=session)]
+        assert every == [runs["D"], runs["C"], runs["A"]]  # newest first, over three days
+        for limit in (1, 2, 3):
+            assert [r.run_id for r in document_runs("b", collection="default", limit=limit,
+                                                    session=session)] == every[:limit]
+        assert [r.run_id for r in document_runs("b", collection="default", until=at(13, 0), limit=1,
+                                                session=session)] == [runs["A"]]
+        assert document_runs("never-retrieved", collection="default", session=session) == []
