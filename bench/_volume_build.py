@@ -109,8 +109,9 @@ def unesc(field: str) -> str | None:
 
 
 def columns_of(cursor: Any, table: str) -> list[str]:
+    # Generated columns (runs.reflection_min_score, 0015) are computed by the store on COPY FROM, never written.
     cursor.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                   "AND table_name = %s ORDER BY ordinal_position", (table,))
+                   "AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position", (table,))
     return [row[0] for row in cursor.fetchall()]
 
 

@@ -10,6 +10,8 @@ first page and a filtered page, Document trends, the Tuning page's open and one 
 `workbench export` of every run in a subprocess (throughput, peak RSS from wait4), and
 `GET /runs?reviewed_since` paged to the end on a real `workbench api`. Every timing goes with
 the 1-minute load average (the machine is shared). The last stdout line is one JSON object.
+Document trends read a rollup the store's triggers keep (migration 0015); the bench checks it
+against the runs themselves for one whole day.
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if "pages" not in skip:
         with phase("pages (AppTest)", timings):
             out.update(time_pages(skip))
+    if "documents" not in skip:
+        with phase("document trends: rollup, its check against the runs, drill-downs", timings):
+            out.update(time_documents())
     with phase("re-score and calibration", timings):
         out.update(time_scoring())
     if "export" not in skip:
@@ -187,7 +192,8 @@ def store_size() -> dict[str, Any]:
         runs = int(session.scalar(text("SELECT count(*) FROM runs")))
         tables = {name: size for name, size in session.execute(text(
             "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(:names)"),
-            {"names": ["runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls"]})}
+            {"names": ["runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls",
+                       "document_day_rollup"]})}
     return {"store_bytes": db, "store_bytes_per_run": round(db / max(runs, 1)),
             "table_bytes_per_run": {name: round(size / max(runs, 1)) for name, size in tables.items()}}
 
@@ -261,6 +267,54 @@ def time_pages(skip: set[str]) -> dict[str, Any]:
         if name + "_s" in out:
             log(f"  {name}: {out[name + '_s']} s (load {out[name + '_load']})")
     return out
+
+
+# --- document trends -------------------------------------------------------------------------
+
+def time_documents() -> dict[str, Any]:
+    """The trends from the rollup (migration 0015), the same day counted from the runs as a check
+    that the triggers kept it (the newest day: every run of it read), and the drill-down of the
+    busiest and the least seen document (the page opens the first)."""
+    from datetime import timedelta
+
+    from sqlalchemy import text
+
+    from services.review.days import day_range
+    from services.review.document_trends_check import document_trends_from_runs
+    from services.review.documents import document_runs, document_trends
+    from services.store import read_transaction
+
+    out: dict[str, Any] = {}
+    with read_transaction() as session:
+        everything = timed(out, "documents_trends_s", lambda: document_trends(session=session))
+        out["documents_listed"] = len(everything)
+        out["document_day_rollup_rows"] = int(session.scalar(text("SELECT count(*) FROM document_day_rollup")))
+        newest = session.scalar(text("SELECT max(created_at) FROM runs"))
+        since, until = day_range(newest.date() - timedelta(days=1), newest.date() - timedelta(days=1))
+        kept = document_trends(since=since, until=until, session=session)
+        counted = timed(out, "documents_one_day_from_runs_s",
+                        lambda: document_trends_from_runs(since=since, until=until, session=session))
+        out["documents_one_day_runs"] = sum(t.runs for t in counted)
+        out["documents_rollup_matches_runs"] = _same_trends(kept, counted)
+        if everything:
+            busiest, rarest = everything[0], min(everything, key=lambda t: t.runs)
+            timed(out, "documents_drilldown_first_s",
+                  lambda: document_runs(busiest.external_id, collection=busiest.collection, session=session))
+            timed(out, "documents_drilldown_rarest_s",
+                  lambda: document_runs(rarest.external_id, collection=rarest.collection, session=session))
+            out["documents_rarest_runs"] = rarest.runs
+    log(f"  rollup and runs agree on {newest.date() - timedelta(days=1)}: {out['documents_rollup_matches_runs']}")
+    return out
+
+
+def _same_trends(kept: list[Any], counted: list[Any]) -> bool:
+    import dataclasses
+
+    def rounded_means(t: Any) -> Any:
+        weeks = tuple(dataclasses.replace(w, mean_confidence=round(w.mean_confidence, 9)) for w in t.weeks)
+        return dataclasses.replace(t, mean_confidence=round(t.mean_confidence, 9), weeks=weeks, title="")
+
+    return len(kept) > 0 and [rounded_means(t) for t in kept] == [rounded_means(t) for t in counted]
 
 
 # --- scoring ---------------------------------------------------------------------------------

@@ -214,18 +214,23 @@ class Run(Base):
 
 
 class DocumentDayRollup(Base):
-    """Document trends per UTC day, status and level; kept by triggers on runs and run_iterations (0015)."""
+    """Document trends per UTC day and document; kept by triggers on runs and run_iterations (0015)."""
 
     __tablename__ = "document_day_rollup"
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     run_collection: Mapped[str] = mapped_column(Text, primary_key=True)
     collection: Mapped[str] = mapped_column(Text, primary_key=True)
     external_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    status: Mapped[str] = mapped_column(Text, primary_key=True)
-    final_level: Mapped[str] = mapped_column(Text, primary_key=True)
     runs: Mapped[int] = mapped_column(BigInteger)
     retrieved: Mapped[int] = mapped_column(BigInteger)
     cited: Mapped[int] = mapped_column(BigInteger)
+    approved: Mapped[int] = mapped_column(BigInteger)
+    flagged: Mapped[int] = mapped_column(BigInteger)
+    corrected: Mapped[int] = mapped_column(BigInteger)
+    pending: Mapped[int] = mapped_column(BigInteger)
+    auto_accepted: Mapped[int] = mapped_column(BigInteger)
+    low_confidence: Mapped[int] = mapped_column(BigInteger)
+    troubled: Mapped[int] = mapped_column(BigInteger)
     confidence_sum: Mapped[Decimal] = mapped_column(Numeric)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
 

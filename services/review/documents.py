@@ -130,49 +130,33 @@ _HIT_COLLECTION = """
 CASE WHEN COALESCE(CAST(h ->> 'document_id' AS bigint), 0) < 0 THEN :outside || ' (' || s.source || ')'
      ELSE s.collection END"""
 
-# The page's sums over the rollup (migration 0015: per runs' collection, listed collection,
-# document, UTC day, status and level, kept by triggers on every write of runs and their best
-# iteration): at most documents x days x statuses x levels rows, however many runs there are.
+# The page's sums over the rollup (migration 0015: per UTC day, runs' collection, listed collection
+# and document, with runs per status counted in columns, kept by triggers on every write of runs and
+# their best iteration): at most documents x days rows, however many runs there are.
+_SUMMED = ("runs", "retrieved", "cited", "approved", "flagged", "corrected", "pending", "auto_accepted",
+           "low_confidence", "troubled")
 _TRENDS = text("""
-WITH scoped AS (
-    SELECT collection, external_id, status, day, runs, retrieved, cited, confidence_sum, title,
-           final_level = ANY(CAST(:low_levels AS text[])) AS low,
-           status = ANY(CAST(:rejected AS text[]))
-           OR (final_level = ANY(CAST(:low_levels AS text[])) AND status <> 'approved') AS troubled
+WITH weekly AS (
+    SELECT collection, external_id, CAST(date_trunc('week', CAST(day AS timestamp)) AS date) AS week,
+           max(title) AS title, sum(confidence_sum) AS confidence_sum, """ + ", ".join(
+    f"CAST(sum({name}) AS bigint) AS {name}" for name in _SUMMED) + """
     FROM document_day_rollup
-    WHERE runs <> 0
-      AND (CAST(:collection AS text) IS NULL OR run_collection = CAST(:collection AS text))
+    WHERE (CAST(:collection AS text) IS NULL OR run_collection = CAST(:collection AS text))
       AND (CAST(:first_day AS date) IS NULL OR day >= CAST(:first_day AS date))
       AND (CAST(:end_day AS date) IS NULL OR day < CAST(:end_day AS date))
-), totals AS (
-    SELECT collection, external_id, COALESCE(max(title), '') AS title, CAST(sum(runs) AS bigint) AS runs,
-           CAST(sum(retrieved) AS bigint) AS retrieved, CAST(sum(cited) AS bigint) AS cited,
-           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence,
-           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'approved'), 0) AS bigint) AS approved,
-           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'flagged'), 0) AS bigint) AS flagged,
-           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'corrected'), 0) AS bigint) AS corrected,
-           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'pending'), 0) AS bigint) AS pending,
-           CAST(COALESCE(sum(runs) FILTER (WHERE status = 'auto_accepted'), 0) AS bigint) AS auto_accepted,
-           CAST(COALESCE(sum(runs) FILTER (WHERE low), 0) AS bigint) AS low_confidence,
-           CAST(COALESCE(sum(runs) FILTER (WHERE troubled), 0) AS bigint) AS troubled
-    FROM scoped
-    GROUP BY collection, external_id
-    HAVING sum(runs) >= :min_runs
-), weekly AS (
-    SELECT collection, external_id, CAST(date_trunc('week', CAST(day AS timestamp)) AS date) AS week, sum(runs) AS runs,
-           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence,
-           COALESCE(sum(runs) FILTER (WHERE troubled), 0) AS troubled
-    FROM scoped
     GROUP BY 1, 2, 3
     HAVING sum(runs) > 0
-), series AS (
-    SELECT collection, external_id,
-           jsonb_agg(jsonb_build_array(week, runs, mean_confidence, troubled) ORDER BY week) AS weeks
+), totals AS (
+    SELECT collection, external_id, COALESCE(max(title), '') AS title,
+           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence, """ + ", ".join(
+    f"CAST(sum({name}) AS bigint) AS {name}" for name in _SUMMED) + """,
+           jsonb_agg(jsonb_build_array(week, runs, CAST(confidence_sum / runs AS float8), troubled)
+                     ORDER BY week) AS weeks
     FROM weekly
     GROUP BY collection, external_id
+    HAVING sum(runs) >= :min_runs
 )
-SELECT t.*, s.weeks
-FROM totals t JOIN series s USING (collection, external_id)
+SELECT * FROM totals t
 ORDER BY t.troubled DESC, CAST(t.troubled AS float8) / t.runs DESC, t.runs DESC, t.collection, t.external_id
 LIMIT CAST(:limit AS bigint)
 """)
@@ -188,7 +172,7 @@ def document_trends(*, collection: str | None = None, since: datetime | None = N
     check_trend_filters(min_runs=min_runs, limit=limit)
     rows = session.execute(_TRENDS, {
         "collection": collection, "first_day": _whole_day(since, "since"), "end_day": _whole_day(until, "until"),
-        "min_runs": min_runs, "limit": limit, "low_levels": list(LOW_LEVELS), "rejected": list(REJECTED),
+        "min_runs": min_runs, "limit": limit,
     }).mappings()
     return [trend_from_row(row) for row in rows]
 
@@ -245,7 +229,7 @@ _FIRST_DAY_NEEDED = text("""
 SELECT min(day) FROM (
     SELECT day, sum(sum(runs)) OVER (ORDER BY day DESC) - sum(runs) AS on_later_days
     FROM document_day_rollup
-    WHERE collection = :collection AND external_id = :external_id AND runs <> 0
+    WHERE collection = :collection AND external_id = :external_id
       AND (CAST(:since AS timestamptz) IS NULL OR day >= CAST(CAST(:since AS timestamptz) AT TIME ZONE 'UTC' AS date))
       AND (CAST(:until AS timestamptz) IS NULL  -- until is exclusive: the day of the instant before it
            OR day <= CAST((CAST(:until AS timestamptz) - interval '1 microsecond') AT TIME ZONE 'UTC' AS date))

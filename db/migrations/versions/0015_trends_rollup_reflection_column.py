@@ -2,10 +2,9 @@
 
 At a million runs the Document trends page took 115 s: its aggregate unnested the best
 iteration's hits of every run in the date range. `document_day_rollup` holds what the page
-sums, per (runs' collection, listed collection, document, UTC day, status, level): runs,
-retrieved, cited, the sum of final confidences (numeric: exact however often runs come
-and go) and a title; the page sums at most
-documents x days x statuses x levels rows.
+sums, per (UTC day, runs' collection, listed collection, document): runs, retrieved, cited,
+runs per status, low-confidence and troubled runs, the sum of final confidences (numeric:
+exact however often runs come and go) and a title; the page sums at most documents x days rows.
 
 Kept by triggers, not by the write path: runs are written by the pipeline (save_run), intake,
 the bulk loader's COPY, reviewers' verdicts (status), deletes and whatever writes runs next;
@@ -62,24 +61,33 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     GROUP BY d.collection, d.external_id
 $$"""
 
+# What a run adds to its documents' rows, per column: the statuses and levels are counted in
+# columns, not keyed, so a document has one row a day (a key per status and level made 466k rows
+# for a million runs and 1.4 s to sum; frozen copies of the rules of services/review/documents.py).
+_LOW = "c.final_level IN ('LOW', 'VERY LOW')"
+_COUNTS = {
+    "runs": "true", "retrieved": "a.retrieved", "cited": "a.cited",
+    "approved": "c.status = 'approved'", "flagged": "c.status = 'flagged'", "corrected": "c.status = 'corrected'",
+    "pending": "c.status = 'pending'", "auto_accepted": "c.status = 'auto_accepted'", "low_confidence": _LOW,
+    # flagged or corrected by a reviewer, or low confidence and not approved (each run once)
+    "troubled": f"c.status IN ('flagged', 'corrected') OR ({_LOW} AND c.status <> 'approved')",
+}
+_SUMS = {name: f"COALESCE(sum(c.sign) FILTER (WHERE {rule}), 0)" for name, rule in _COUNTS.items()} | {
+    "confidence_sum": "sum(c.sign * CAST(c.final_confidence AS numeric))"}
 # Adds the signed contributions of `changes` (sign, run_collection, source, status, final_level,
 # final_confidence, created_at, citations, hits) to the rollup: one upsert, in key order.
 _UPSERT = """
-    INSERT INTO document_day_rollup AS t (run_collection, collection, external_id, day, status, final_level,
-                                          runs, retrieved, cited, confidence_sum, title)
+    INSERT INTO document_day_rollup AS t (run_collection, collection, external_id, day, """ + ", ".join(_SUMS) + """, title)
     SELECT c.run_collection, a.collection, a.external_id, CAST(c.created_at AT TIME ZONE 'UTC' AS date),
-           c.status, c.final_level, sum(c.sign), COALESCE(sum(c.sign) FILTER (WHERE a.retrieved), 0),
-           COALESCE(sum(c.sign) FILTER (WHERE a.cited), 0), sum(c.sign * CAST(c.final_confidence AS numeric)), max(a.title)
+           """ + ", ".join(_SUMS.values()) + """, max(a.title)
     FROM ({changes}) AS c(sign, run_collection, source, status, final_level, final_confidence, created_at,
                           citations, hits)
     CROSS JOIN LATERAL document_appearances(c.run_collection, c.source, c.citations, c.hits) a
-    GROUP BY 1, 2, 3, 4, 5, 6
-    HAVING sum(c.sign) <> 0 OR sum(c.sign * CAST(c.final_confidence AS numeric)) <> 0
-        OR COALESCE(sum(c.sign) FILTER (WHERE a.retrieved), 0) <> 0 OR COALESCE(sum(c.sign) FILTER (WHERE a.cited), 0) <> 0
-    ORDER BY 1, 2, 3, 4, 5, 6
-    ON CONFLICT (day, run_collection, collection, external_id, status, final_level) DO UPDATE
-    SET runs = t.runs + EXCLUDED.runs, retrieved = t.retrieved + EXCLUDED.retrieved,
-        cited = t.cited + EXCLUDED.cited, confidence_sum = t.confidence_sum + EXCLUDED.confidence_sum,
+    GROUP BY 1, 2, 3, 4
+    HAVING """ + " OR ".join(f"{total} <> 0" for total in _SUMS.values()) + """
+    ORDER BY 1, 2, 3, 4
+    ON CONFLICT (day, run_collection, collection, external_id) DO UPDATE
+    SET """ + ", ".join(f"{name} = t.{name} + EXCLUDED.{name}" for name in _SUMS) + """,
         title = GREATEST(t.title, EXCLUDED.title)"""
 
 _RUN = "{alias}.collection, {alias}.source, {alias}.status, {alias}.final_level, {alias}.final_confidence, " \
@@ -158,18 +166,23 @@ def upgrade() -> None:
                "GENERATED ALWAYS AS (CAST(config ->> 'reflection_min_score' AS float8)) STORED")
     op.execute("""
         CREATE TABLE document_day_rollup (
+            day date NOT NULL,  -- the runs' created_at, UTC
             run_collection text NOT NULL,  -- the runs' collection (the page's collection filter)
             collection text NOT NULL,  -- where the document is listed: the runs' collection or outside the corpus
             external_id text NOT NULL,
-            day date NOT NULL,  -- the runs' created_at, UTC
-            status text NOT NULL,
-            final_level text NOT NULL,
-            runs bigint NOT NULL,
+            runs bigint NOT NULL,  -- runs whose best iteration retrieved it or whose answer cited it
             retrieved bigint NOT NULL,
             cited bigint NOT NULL,
+            approved bigint NOT NULL,
+            flagged bigint NOT NULL,
+            corrected bigint NOT NULL,
+            pending bigint NOT NULL,
+            auto_accepted bigint NOT NULL,
+            low_confidence bigint NOT NULL,  -- LOW or VERY LOW, any status
+            troubled bigint NOT NULL,  -- flagged or corrected, or low confidence and not approved
             confidence_sum numeric NOT NULL,  -- exact under adding and taking away, so it never drifts
             title text,
-            PRIMARY KEY (day, run_collection, collection, external_id, status, final_level)
+            PRIMARY KEY (day, run_collection, collection, external_id)
         )""")
     op.execute(_APPEARANCES)
     for name, body in _TRIGGER_FUNCTIONS.items():
