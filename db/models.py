@@ -151,11 +151,15 @@ class WeightsProfileRow(Base):
 
 
 class Run(Base):
-    """One answered question: its final state and everything needed to re-score it."""
+    """One answered question: its final state and everything needed to re-score it. The table is
+    range-partitioned by UTC month of created_at (runs_YYYY_MM, and runs_default for a month
+    without its table; migration 0016), so retention drops whole months."""
 
     __tablename__ = "runs"
     __table_args__ = (
-        Index("runs_trace_id", "trace_id", "app", unique=True),
+        # Not unique as an index (a partitioned table's would have to hold created_at): the trigger
+        # runs_trace_id_unique keeps (trace_id, app) unique across months (0016).
+        Index("runs_trace_id", "trace_id", "app"),
         Index("runs_reviewed_by_app", "app", "reviewed_at", "id",
               postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
         Index("runs_reviewed_external", "reviewed_at", "id", postgresql_where=text("reviewed_at IS NOT NULL AND app IS NOT NULL")),
@@ -166,8 +170,12 @@ class Run(Base):
               "final_confidence", "id", postgresql_where=text("status = 'pending'")),
         Index("runs_verdicts", "status", postgresql_include=["final_confidence"],
               postgresql_where=text("status IN ('approved', 'flagged', 'corrected')")),
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    # The table's key holds the partition column (PostgreSQL requires it); ids come from runs_id_seq
+    # alone, so the ORM knows a run by its id (session.get(Run, run_id)).
+    __mapper_args__ = {"primary_key": ["id"]}
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     query: Mapped[str] = mapped_column(Text)
     preset: Mapped[str] = mapped_column(Text)
     collection: Mapped[str] = mapped_column(Text, default="default")
@@ -193,7 +201,7 @@ class Run(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSONB)
     outcome_note: Mapped[str] = mapped_column(Text, default="")
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(), primary_key=True)
     # Current review state; review_version guards it (optimistic locking).
     review_version: Mapped[int] = mapped_column(Integer, default=0)
     reviewer: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -235,13 +243,21 @@ class DocumentDayRollup(Base):
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+# Tables holding rows of a run by run_id, with no foreign key to the partitioned runs (0016), and
+# what becomes of a row when its run goes: a DELETE FROM runs does it by trigger (runs_children_gone),
+# and retention, which drops whole months, deletes them all itself, intake records included
+# (services/review/retention.py).
+RUN_CHILDREN = {"review_history": "delete", "run_iterations": "delete", "run_events": "delete",
+                "llm_calls": "delete", "run_intake": "set null"}
+
+
 class ReviewHistory(Base):
     """Every landed review action, append-only."""
 
     __tablename__ = "review_history"
     __table_args__ = (UniqueConstraint("run_id", "version"),)
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(BigInteger)  # no key to runs (partitioned): RUN_CHILDREN
     version: Mapped[int] = mapped_column(Integer)
     action: Mapped[str] = mapped_column(Text)
     reviewer: Mapped[str] = mapped_column(Text)
@@ -257,7 +273,7 @@ class RunIteration(Base):
     __tablename__ = "run_iterations"
     __table_args__ = (UniqueConstraint("run_id", "ordinal"),)
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(BigInteger)  # no key to runs (partitioned): RUN_CHILDREN
     ordinal: Mapped[int] = mapped_column(Integer)
     query_used: Mapped[str] = mapped_column(Text)
     sub_queries: Mapped[list[str]] = mapped_column(JSONB, default=list)
@@ -284,7 +300,7 @@ class RunIteration(Base):
 class RunEvent(Base):
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(BigInteger, index=True)  # no key to runs: RUN_CHILDREN
     seq: Mapped[int] = mapped_column(Integer)
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     elapsed_ms: Mapped[float] = mapped_column(Float)
@@ -298,7 +314,7 @@ class LLMCallRow(Base):
 
     __tablename__ = "llm_calls"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=True, index=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)  # no key to runs: RUN_CHILDREN
     iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
     backend: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(Text)
@@ -387,7 +403,7 @@ class RunIntake(Base):
     status: Mapped[str] = mapped_column(Text, default="queued")
     judges: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("true"))  # reflection, grading, CRAG
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # no key to runs: RUN_CHILDREN
     assessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 

@@ -82,7 +82,11 @@ def test_a_page_is_an_index_range_scan_from_the_cursor(clean_db, settings, state
             session.execute(text(f"SET LOCAL enable_{switch} = off"))
         plan = "\n".join(row[0] for row in session.execute(text(f"EXPLAIN {statement.text}"), {
             "app": "support", "after_at": datetime.now(UTC), "after_id": 7, "settle": 1.0, "limit": 100}))
+        # runs is partitioned by month (0016): each month's scan names its copy of the index on runs.
+        for index, root in session.execute(text(
+                "SELECT relname, pg_partition_root(oid)::regclass::text FROM pg_class WHERE relkind = 'i' AND relispartition")):
+            plan = plan.replace(f"Index Scan using {index} ", f"Index Scan using {root} ")
     index = next((i for i in indexes if f"Index Scan using {i} " in plan), None)
-    assert index is not None and "Sort" not in plan, plan
+    assert index is not None and "Sort  (cost" not in plan, plan  # no Sort node (a Merge Append's "Sort Key" is no sort)
     scan = plan.split(f"Index Scan using {index}")[1].split("\n")[1]
     assert "Index Cond:" in scan and "ROW(reviewed_at, id) > ROW(" in scan, plan  # the cursor is where the scan starts
