@@ -3,8 +3,11 @@ profiles on and off the sliders (tested without Streamlit)."""
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -23,23 +26,83 @@ LAST_VALID_KEY = "tuning.last_valid"  # the profile drawn while the sliders are 
 
 # --- cached getters ----------------------------------------------------------------------------
 
-# A resource, not data: st.cache_data would pickle and copy the arrays on every rerun (at a
-# million runs that copy, not the re-score, is what a slider move waits for). The matrix is
-# read-only (load_run_matrix sets it so), so every session may share the one copy.
+# Kept in the process, not st.cache_data: that would pickle and copy the arrays on every rerun (at
+# a million runs the copy, not the re-score, is what a slider move waits for). The matrix is
+# read-only (load_run_matrix sets it so), so every session shares one copy. Loading a million runs
+# takes 9-12 s on a loaded 2-core machine (bench/volume.py), so once one is kept no page open waits
+# for another: a matrix older than MATRIX_TTL_S is still served while a new one loads in a thread.
 MATRIX_TTL_S = 300
+_log = logging.getLogger(__name__)
 
 
-@st.cache_resource(ttl=MATRIX_TTL_S, show_spinner="Loading stored runs…", max_entries=2)
-def _kept_run_matrix(store_epoch: str) -> RunMatrix:
-    return load_run_matrix()
+class KeptMatrices:
+    """One matrix per store epoch (at most `max_entries`): loaded on first use, then reloaded in the
+    background when older than `ttl_s`, the old one served meanwhile. `load` and `clock` are
+    injectable so the rule is tested without a store."""
+
+    def __init__(self, load: Callable[[], RunMatrix], *, ttl_s: float, max_entries: int = 2,
+                 clock: Callable[[], float] = time.monotonic,
+                 start: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self._load, self._ttl_s, self._max_entries, self._clock = load, ttl_s, max_entries, clock
+        self._start = start or (lambda work: threading.Thread(target=work, daemon=True,
+                                                              name="tuning-matrix-reload").start())
+        self._kept: dict[str, tuple[float, RunMatrix]] = {}
+        self._reloading: set[str] = set()
+        self._lock = threading.Lock()  # one first load at a time; sessions arriving meanwhile wait for it
+
+    def get(self, epoch: str) -> RunMatrix:
+        kept = self._kept.get(epoch)
+        if kept is None:
+            with self._lock:
+                kept = self._kept.get(epoch)
+                if kept is None:
+                    kept = self._store(epoch, self._load())
+        elif self._clock() - kept[0] > self._ttl_s and epoch not in self._reloading:
+            self._reloading.add(epoch)
+            self._start(lambda: self._reload(epoch))
+        return kept[1]
+
+    def age_s(self, epoch: str) -> float | None:
+        kept = self._kept.get(epoch)
+        return None if kept is None else self._clock() - kept[0]
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def _reload(self, epoch: str) -> None:
+        try:
+            self._store(epoch, self._load())
+        except Exception:  # the thread has no page to show it on: logged, the kept matrix stays, retried later
+            _log.exception("reloading the Tuning page's run matrix failed; the one loaded before is kept")
+        finally:
+            self._reloading.discard(epoch)
+
+    def _store(self, epoch: str, matrix: RunMatrix) -> tuple[float, RunMatrix]:
+        kept = self._kept[epoch] = (self._clock(), matrix)
+        for stale in list(self._kept)[:-self._max_entries]:
+            self._kept.pop(stale, None)
+        return kept
+
+
+_MATRICES = KeptMatrices(load_run_matrix, ttl_s=MATRIX_TTL_S)
 
 
 def cached_run_matrix() -> RunMatrix:
-    """The stored runs' matrix, loaded at most MATRIX_TTL_S ago from this store (run_store_epoch)."""
-    return _kept_run_matrix(run_store_epoch())
+    """The stored runs' matrix of this store (run_store_epoch): loaded now the first time (with a
+    spinner), afterwards the kept one, reloaded in the background once older than MATRIX_TTL_S."""
+    epoch = run_store_epoch()
+    if _MATRICES.age_s(epoch) is None:
+        with st.spinner("Loading stored runs…"):
+            return _MATRICES.get(epoch)
+    return _MATRICES.get(epoch)
 
 
-cached_run_matrix.clear = _kept_run_matrix.clear  # type: ignore[attr-defined]  # the Reload runs button
+def run_matrix_age_s() -> float | None:
+    """Seconds since the kept matrix of this store was loaded (None: none kept)."""
+    return _MATRICES.age_s(run_store_epoch())
+
+
+cached_run_matrix.clear = _MATRICES.clear  # type: ignore[attr-defined]  # the Reload runs button
 
 
 @st.cache_data(ttl=10, show_spinner=False)

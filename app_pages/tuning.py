@@ -22,6 +22,7 @@ from app_pages._tuning_state import (
     cached_run_matrix,
     profile_from_sliders,
     profiles_changed,
+    run_matrix_age_s,
     set_sliders,
     slider_values,
 )
@@ -62,8 +63,10 @@ def main() -> None:
     profile, valid = _render_sliders(active)
     loop.render_loop_controls(active)
     left, right = st.columns([4, 1], vertical_alignment="center")
-    left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded at most "
-                 f"{MATRIX_TTL_S // 60} minutes ago; Reload runs for the latest). "
+    age = run_matrix_age_s() or 0.0
+    left.caption(f"{len(matrix):,} stored runs, re-scored from their stored components (loaded "
+                 f"{'just now' if age < 60 else f'{age / 60:.0f} minutes ago'}; reloaded in the background every "
+                 f"{MATRIX_TTL_S // 60} minutes, or press Reload runs for the latest now). "
                  f"Deltas compare with the active profile, {as_plain(active.label)}.")
     right.button("Reload runs", key="tuning.reload", on_click=cached_run_matrix.clear)
     # Lazy tabs: only the open tab's content runs, so a slider move pays for one tab, not six.
