@@ -99,6 +99,16 @@ _OF_APP = text(_SELECT + "  AND r.app = :app ORDER BY r.reviewed_at, r.id LIMIT 
 _OF_EVERY_APP = text(_SELECT + "ORDER BY r.reviewed_at, r.id LIMIT :limit")
 
 
+# Each page is read in the cursor's order from its index and stops after `limit` rows. The planner
+# misjudges how many reviews lie past a cursor (on a million runs it guessed 967 of 99,825 for the
+# first page) and would rather collect them all and sort: 0.6-1.6 s for the first page, 100 ms near
+# the end; in index order 23-47 ms for every page (2026-11-27, load 12). So sorting and bitmap
+# scans are turned off for this statement only, and the caller's settings given back after it.
+_IN_CURSOR_ORDER = text("SELECT current_setting('enable_sort') AS sort, current_setting('enable_bitmapscan') AS bitmap, "
+                        "set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)")
+_GIVE_BACK = text("SELECT set_config('enable_sort', :sort, true), set_config('enable_bitmapscan', :bitmap, true)")
+
+
 def reviewed_page(after: Position, *, app: str | None, limit: int = 100, settle_seconds: float = SETTLE_SECONDS,
                   session: Session) -> ReviewedPage:
     """Runs of `app` (None: of every app) from other systems whose latest review comes after
@@ -109,7 +119,11 @@ def reviewed_page(after: Position, *, app: str | None, limit: int = 100, settle_
     values: dict[str, Any] = {"after_at": after.reviewed_at, "after_id": after.run_id, "settle": settle_seconds,
                               "limit": limit}
     statement = _OF_EVERY_APP if app is None else _OF_APP
-    runs = [_reviewed(row) for row in session.execute(statement, {**values, "app": app})]
+    previous = session.execute(_IN_CURSOR_ORDER).one()
+    try:
+        runs = [_reviewed(row) for row in session.execute(statement, {**values, "app": app})]
+    finally:
+        session.execute(_GIVE_BACK, {"sort": previous.sort, "bitmap": previous.bitmap})
     resume = Position(runs[-1].reviewed_at, runs[-1].run_id) if runs else after
     return ReviewedPage(runs, resume, more=len(runs) == limit)
 

@@ -90,3 +90,17 @@ def test_a_page_is_an_index_range_scan_from_the_cursor(clean_db, settings, state
     assert index is not None and "Sort  (cost" not in plan, plan  # no Sort node (a Merge Append's "Sort Key" is no sort)
     scan = plan.split(f"Index Scan using {index}")[1].split("\n")[1]
     assert "Index Cond:" in scan and "ROW(reviewed_at, id) > ROW(" in scan, plan  # the cursor is where the scan starts
+
+
+@pytest.mark.parametrize("callers", ["on", "off"])
+def test_a_page_gives_the_callers_plan_settings_back(clean_db, settings, callers):  # type: ignore[no-untyped-def]
+    """A page is read with sorting and bitmap scans off (the cursor's index order, whatever the planner
+    guesses); the transaction it ran in has its own settings again afterwards."""
+    for run_id in reviewed_runs(settings, 3):
+        review(settings, run_id, 10)
+    with transaction(settings) as session:
+        session.execute(text("SELECT set_config('enable_sort', :v, true), set_config('enable_bitmapscan', :v, true)"),
+                        {"v": callers})
+        page = reviewed_page(Position.since(datetime(2000, 1, 1, tzinfo=UTC)), app=None, session=session)
+        after = session.execute(text("SELECT current_setting('enable_sort'), current_setting('enable_bitmapscan')")).one()
+    assert len(page.runs) == 3 and tuple(after) == (callers, callers)
