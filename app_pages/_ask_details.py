@@ -1,5 +1,6 @@
-"""The Ask page's run details: CRAG's verdict and the action it took, each iteration of the loop,
-and where seed 001's adaptive cut-off stopped reading chunks (its stop reason)."""
+"""The Ask page's run details: CRAG's verdict and the action it took, each iteration of the loop
+with the passages its gap queries added as context, and where seed 001's adaptive cut-off
+stopped reading chunks (its stop reason)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
+from services.answering.llm.base import gap_query_of
 from services.answering.presets import ALL_PRESETS
 from services.answering.runs import Event, Iteration, Run
 from services.charts import run as run_charts
+from services.domain import Hit
 from services.scoring.blend import REFLECTION_MIN_SCORE
 
 STOP_REASONS = {  # services.retrieval.adaptive's stop reasons, in words
@@ -32,6 +35,18 @@ def cut_line(event: Event) -> str:
     reason = str(event.data.get("stop_reason", ""))
     meaning = f" — {STOP_REASONS[reason]}" if reason in STOP_REASONS else ""
     return f"iteration {event.data.get('iteration')}: {event.message}{meaning}"
+
+
+def found_by(hit: Hit) -> str:
+    """Where a hit came from, in words: a gap query's additional context, or its origin."""
+    gap = gap_query_of(hit)
+    return f"gap query: {gap}" if gap is not None else (hit.origin or "")
+
+
+def gap_context_lines(iteration: Iteration) -> list[str]:
+    """One line per passage a gap query added to what the generator read in this iteration."""
+    return [f"[{position}] {hit.external_id} (chunk {hit.chunk_id}) — gap query: {gap_query_of(hit)}"
+            for position, hit in enumerate(iteration.hits, 1) if gap_query_of(hit) is not None]
 
 
 def latency_frame(iteration: Iteration) -> pd.DataFrame:
@@ -87,6 +102,8 @@ def render_iterations(run: Run) -> None:
             if it.grade:
                 st.text(f"grade {it.grade.score}/5 ({it.grade.label})")
             st.text("gaps: " + (", ".join(it.gaps) if it.gaps else "none"))
+            for line in gap_context_lines(it):
+                st.text(f"additional context {line}")
             if it.errors:
                 st.dataframe(pd.DataFrame(list(it.errors)), hide_index=True, key=f"ask.errors.{it.ordinal}")
             st.dataframe(latency_frame(it), hide_index=True, key=f"ask.latency.{it.ordinal}")

@@ -67,7 +67,10 @@ def chunk_texts(run: Run) -> dict[int, str]:
 
 
 def hits_frame(hits: Sequence[Hit]) -> pd.DataFrame:
-    return pd.DataFrame(hit_rows(hits), columns=list(HIT_COLUMNS))
+    """Every hit's scores, and where it came from: the asked collection, a fallback source, or a
+    gap query whose passage was given to the generator as additional context."""
+    rows = [{**row, "found by": details.found_by(hit)} for row, hit in zip(hit_rows(hits), hits)]
+    return pd.DataFrame(rows, columns=[*HIT_COLUMNS, "found by"])
 
 
 def final_gauge_breakdown(breakdown: ConfidenceBreakdown, run: Run) -> ConfidenceBreakdown:
@@ -288,6 +291,11 @@ def _render_hits(best: Iteration) -> None:
         st.info("Nothing was retrieved.")
         return
     st.dataframe(hits_frame(best.hits), hide_index=True, key="ask.hits")
+    extra = details.gap_context_lines(best)
+    if extra:
+        st.caption(f"{len(extra)} passage(s) after the retrieval are additional context: gap queries found them "
+                   "for what the previous answer lacked (preset option gaps_as_context); the retrieval confidence "
+                   "is scored without them.")
     if best.retrieval.mode == "hybrid":
         st.plotly_chart(conf_charts.rank_scatter_figure(best.hits), key="ask.scatter")
 

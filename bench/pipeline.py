@@ -4,15 +4,19 @@ otherwise (openai-compatible: the server at LLM_BASE_URL serving LLM_MODEL, see 
 
     python bench/pipeline.py [--per-class 500] [--presets minimal,balanced,research]
                              [--backend offline|openai-compatible] [--set squad|python-reference|numpy-api]
-                             [--self-calibrate] [--variants whole,strips,fallback-off,fallback-on]
+                             [--self-calibrate] [--variants whole,strips,fallback-off,fallback-on,gaps-off,gaps-on]
 
 --variants runs the first preset once per variant (issue 30): `whole` (the preset as it is),
 `strips` (the answer composed from CRAG's knowledge strips), and `fallback-off` / `fallback-on`
 on a corpus split in two: the asked collection holds half the documents (whole SQuAD articles,
 or every other document of our sets) and the default collection, holding them all, is with
-fallback-on the fallback CRAG's corrective actions search. Each case reports answer recall
+fallback-on the fallback CRAG's corrective actions search; `gaps-on` / `gaps-off` (the whole
+corpus) with and without seed 000's gaps as additional context (each refined iteration's gap
+queries searched on their own, their passages given to the generator after the question's).
+Each case reports answer recall
 (an answerable question's gold answer in the final answer), the AUROC of the final confidence
-and of the judge's P(supported), answerable vs unanswerable.
+and of the judge's P(supported), answerable vs unanswerable, the mean number of iterations and
+their distribution, p50 per stage, and the 1-minute load average before and after the case.
 
 Last stdout line: {"auroc_answerable", "p50_ms_by_stage", "route_share", ...}, or
 {"backend", "skipped": reason} when the chosen backend's server does not answer. Each
@@ -44,7 +48,7 @@ from bench._common import (  # noqa: E402
     today,
 )
 
-STAGES = ("retrieval", "scoring", "crag", "generation", "reflection", "judging", "grading", "gaps", "decision")
+STAGES = ("retrieval", "scoring", "crag", "fallback", "gap_context", "generation", "reflection", "judging", "grading", "gaps", "decision")
 
 
 def main() -> None:
@@ -59,7 +63,7 @@ def main() -> None:
                         help="whose corpus and questions (ours have fewer questions: up to --per-class a class)")
     parser.add_argument("--self-calibrate", action="store_true",
                         help="self-calibrate the corpus after ingest, so retrieval confidence is its fitted mapping")
-    parser.add_argument("--variants", default="", help="whole,strips,fallback-off,fallback-on: the first preset "
+    parser.add_argument("--variants", default="", help="whole,strips,fallback-off,fallback-on,gaps-off,gaps-on: the first preset "
                         "under each (see above) instead of every preset as it is")
     args = parser.parse_args()
 
@@ -95,8 +99,9 @@ def main() -> None:
             # A fresh backend per case: the offline backend caches sentence embeddings, and a
             # case timed after another would otherwise find them already computed.
             backend = backend_for(settings)
-            scores, labels, routes = [], [], Counter()
+            scores, labels, routes, iterations = [], [], Counter(), Counter()
             supported, found = [], 0
+            load_before = os.getloadavg()
             stage_ms: dict[str, list[float]] = {s: [] for s in STAGES}
             with phase(f"{name}: {len(sample)} questions", timings):
                 for i, (question, label) in enumerate(sample, 1):
@@ -107,6 +112,7 @@ def main() -> None:
                     found += label and has_gold_answer(question, run.final_answer)
                     labels.append(label)
                     routes[" -> ".join(run.route)] += 1
+                    iterations[len(run.iterations)] += 1
                     for stage in STAGES:
                         spent = [it.latency_ms[stage] for it in run.iterations if stage in it.latency_ms]
                         if spent:
@@ -126,6 +132,10 @@ def main() -> None:
                 "mean_confidence_unanswerable": rounded(sum(neg) / len(neg)),
                 "p50_ms_by_stage": {s: rounded(median(v), 1) for s, v in stage_ms.items() if v},
                 "route_share": {r: rounded(c / len(sample)) for r, c in routes.most_common()},
+                "mean_iterations": rounded(sum(n * c for n, c in iterations.items()) / len(sample)),
+                "iterations_share": {n: rounded(c / len(sample)) for n, c in sorted(iterations.items())},
+                # The 1-minute load before and after the case: the machine is shared, timings read with it.
+                "load_1min": [rounded(load_before[0], 1), rounded(os.getloadavg()[0], 1)],
             }
             log(f"{name}: {results[name]}")
         headline = results.get("balanced") or next(iter(results.values()))
@@ -149,7 +159,7 @@ def main() -> None:
         shutdown_store(settings, data_dir, remove=created and not args.keep)
 
 
-VARIANTS = ("whole", "strips", "fallback-off", "fallback-on")
+VARIANTS = ("whole", "strips", "fallback-off", "fallback-on", "gaps-off", "gaps-on")
 # The split corpus: the asked half, and the whole corpus (the default collection) as its fallback.
 HALF, FULL = "half", "default"
 
@@ -174,7 +184,9 @@ def bench_cases(args: argparse.Namespace, eval_set, settings, timings: dict[str,
     options = {"whole": (dataclasses.replace(base, fallback_collection=None), "default"),
                "strips": (dataclasses.replace(base, fallback_collection=None, generate_from_strips=True), "default"),
                "fallback-off": (dataclasses.replace(base, fallback_collection=None), HALF),
-               "fallback-on": (dataclasses.replace(base, fallback_collection=FULL, enable_fallback=True), HALF)}
+               "fallback-on": (dataclasses.replace(base, fallback_collection=FULL, enable_fallback=True), HALF),
+               "gaps-off": (dataclasses.replace(base, fallback_collection=None, gaps_as_context=False), "default"),
+               "gaps-on": (dataclasses.replace(base, fallback_collection=None, gaps_as_context=True), "default")}
     return {f"{preset}/{v}": (preset, options[v][0], options[v][1]) for v in variants}
 
 

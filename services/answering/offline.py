@@ -16,7 +16,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from services.answering._refine import refine
-from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, Reflection, register_backend
+from services.answering.llm.base import (
+    AnswerBackend,
+    Citation,
+    Generation,
+    Grade,
+    Reflection,
+    gap_query_of,
+    register_backend,
+)
 from services.domain import Hit
 from services.errors import InputError
 from services.judging import Verdict, judge_answer
@@ -96,7 +104,7 @@ class OfflineBackend(AnswerBackend):
     # --- generation -----------------------------------------------------------------------
 
     def _generate(self, query: str, chunks: list[Hit]) -> Generation:
-        candidates = chunk_sentences(chunks, answerable_only=True, limit=MAX_CANDIDATES)
+        candidates = _candidates(chunks)
         if not query.strip() or not candidates:
             return Generation(answer="")
         terms = lex.query_terms(query)
@@ -155,6 +163,21 @@ class OfflineBackend(AnswerBackend):
         adequacy = grade_answer(query, answer, relevance=answer_relevance(query, answer, self._embed))
         return Grade(adequacy.score, adequacy.gaps, adequacy.refinements)
 
+
+
+def _candidates(chunks: list[Hit]) -> list[tuple[int, int, lex.Segment]]:
+    """The sentences generation picks from: the question's chunks' first MAX_CANDIDATES, and
+    the additional context's (gap queries' passages, after them) up to as many again, so the
+    question's own chunks cannot crowd out what was searched for their gaps."""
+    own = [i for i, c in enumerate(chunks) if gap_query_of(c) is None]
+    extra = [i for i, c in enumerate(chunks) if gap_query_of(c) is not None]
+    found = [(own[i], p, seg) for i, p, seg in
+             chunk_sentences([chunks[i] for i in own], answerable_only=True, limit=MAX_CANDIDATES)]
+    seen = {seg.scoring for _, _, seg in found}
+    found += [(extra[i], p, seg) for i, p, seg in
+              chunk_sentences([chunks[i] for i in extra], answerable_only=True, limit=MAX_CANDIDATES)
+              if seg.scoring not in seen]
+    return found
 
 
 def reflection_from_verdict(verdict: Verdict, query: str, answer: str, embed: Embed) -> Reflection:

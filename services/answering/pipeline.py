@@ -166,12 +166,17 @@ def _next_plan(query: str, iteration: Iteration, config: FeatureConfig, backend:
     gap_queries = [f"{gap} {' '.join(query.split()[:5])}" for gap in gaps[:config.gap_query_limit]]
     suggested = list(iteration.grade.refinements) if config.use_grader_refinements and iteration.grade else []
     # The original question stays in the pool: refinements add evidence, they do not
-    # replace the question the confidence is about.
-    queries = tuple(dict.fromkeys([query, refined, *suggested, *gap_queries]))
+    # replace the question the confidence is about. With gaps_as_context the gap queries are
+    # searched on their own and their passages given as additional context (gap_context).
+    pooled = [] if config.gaps_as_context else gap_queries
+    queries = tuple(dict.fromkeys([query, refined, *suggested, *pooled]))
+    beside = tuple(dict.fromkeys(gap_queries)) if config.gaps_as_context else ()
     emit("refinement_triggered", f"Low confidence - refining (attempt {iteration.ordinal})",
-         attempt=iteration.ordinal, gaps=gaps, refined_queries=list(queries))
-    emit("refinement_queries_generated", f"{len(queries)} refined queries", refined_queries=list(queries))
-    return Plan(queries)
+         attempt=iteration.ordinal, gaps=gaps, refined_queries=list(queries), gap_queries=list(beside))
+    emit("refinement_queries_generated", f"{len(queries)} refined queries"
+         + (f", {len(beside)} gap queries for additional context" if beside else ""),
+         refined_queries=list(queries), gap_queries=list(beside))
+    return Plan(queries, gap_queries=beside)
 
 
 def best_of(iterations: Sequence[Iteration]) -> Iteration:

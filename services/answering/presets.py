@@ -54,6 +54,14 @@ class FeatureConfig:
     # Off in every preset: bench/pipeline.py --variants whole,strips on SQuAD (40 a class, balanced)
     # lost 3 of 40 answers (recall 0.875 -> 0.800) and left AUROC where it was (0.792 vs 0.797).
     generate_from_strips: bool = False
+    # Seed 000 passes the gaps on as additional context: with gaps_as_context a refined
+    # iteration searches each gap-filling query on its own (not fused into the question's
+    # retrieval) and gives its best `gap_context_hits` passages to the generator after the
+    # question's, once each, within `gap_context_tokens` (services.answering.gap_context).
+    # Off, the gap queries join the fused retrieval pool, as before issue 30's part 1.
+    gaps_as_context: bool = False
+    gap_context_hits: int = 2
+    gap_context_tokens: int = 400
 
     @property
     def max_iterations(self) -> int:
@@ -78,16 +86,18 @@ PRESETS = {
 COMPARISON_PRESETS = {
     # The design notes' loop as they write it: seed 000's router (COMPLETE at >= 0.7, refine
     # in [0.4, 0.7), look elsewhere below 0.4 with fewer than 3 sources, decompose complex
-    # questions), its 3 gap queries and the grader's refinements, seed 000's cap of 3
-    # refinements, seed 002's CRAG thresholds and seed 004's reflection minimum.
+    # questions), its 3 gap queries passed on as additional context and the grader's
+    # refinements, seed 000's cap of 3 refinements, seed 002's CRAG thresholds and seed 004's
+    # reflection minimum.
     "as-written": FeatureConfig(
         min_confidence_threshold=0.7, max_refinement_attempts=3, router=RouterThresholds(0.7, 0.4, 3),
         crag=CragConfig(correct_threshold=0.7, incorrect_threshold=0.3), reflection_min_score=0.8,
-        gap_query_limit=3, use_grader_refinements=True,
+        gap_query_limit=3, use_grader_refinements=True, gaps_as_context=True,
     ),
-    # Everything on: decomposition, the fallback source, the adaptive cut-off, the grader's refinements.
+    # Everything on: decomposition, the fallback source, the adaptive cut-off, the grader's
+    # refinements, the gaps as additional context.
     "full": FeatureConfig(min_confidence_threshold=0.6, max_refinement_attempts=3, k=10, adaptive_k=True,
-                          gap_query_limit=3, use_grader_refinements=True),
+                          gap_query_limit=3, use_grader_refinements=True, gaps_as_context=True),
 }
 ALL_PRESETS = {**PRESETS, **COMPARISON_PRESETS}
 
@@ -110,6 +120,7 @@ def with_thresholds(
     consensus_threshold: float | None = None,
     fallback_collection: str | None = None,
     adaptive_k: bool | None = None,
+    gaps_as_context: bool | None = None,
 ) -> FeatureConfig:
     """`config` with every value given (not None) in place of the preset's; a value out of
     range, or a CRAG lower threshold above the upper one, is an InputError."""
@@ -128,7 +139,8 @@ def with_thresholds(
                          f"{crag.correct_threshold}")
     changes: dict[str, Any] = {"crag": crag}
     for name, value in (("reflection_min_score", reflection_min_score), ("consensus_threshold", consensus_threshold),
-                        ("max_refinement_attempts", max_refinement_attempts), ("adaptive_k", adaptive_k)):
+                        ("max_refinement_attempts", max_refinement_attempts), ("adaptive_k", adaptive_k),
+                        ("gaps_as_context", gaps_as_context)):
         if value is not None:
             changes[name] = value
     if fallback_collection and config.enable_fallback:  # a preset without CRAG or with the fallback off ignores it

@@ -26,6 +26,7 @@ from services.answering.corrective import (
     with_origin,
 )
 from services.answering.decisions import Decision
+from services.answering.gap_context import add_gap_context, with_gap_context
 from services.answering.llm.base import AnswerBackend, Generation, Grade, LLMCall, Reflection
 from services.answering.offline import reflection_from_verdict
 from services.answering.presets import FeatureConfig
@@ -61,6 +62,8 @@ class Plan:
     queries: tuple[str, ...]
     sub_queries: tuple[str, ...] = ()
     use_fallback: bool = False
+    # Searched on their own for additional context (preset option gaps_as_context), not fused.
+    gap_queries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,13 +138,16 @@ def iterate(setup: RunSetup, ordinal: int, plan: Plan, *, fallback_used: bool, d
     if corrected is not result:  # the corrective action changed the evidence: score what the answer stands on
         result, scored = corrected, score(ctx, corrected)
     chunks = read_adaptively(ctx, result, chunks)
+    # Seed 000's gaps as additional context (preset option): after the question's chunks.
+    extra = add_gap_context(ctx, chunks).hits if result.hits else ()
     # Seed 002's strips to the generator (preset option); the judge reads the chunks they came from.
-    generation = generate(ctx, strips_only(chunks, verdict) if setup.config.generate_from_strips else chunks)
+    reading = strips_only(chunks, verdict) if setup.config.generate_from_strips else chunks
+    generation = generate(ctx, [*reading, *extra])
     answer = generation.answer if generation else ""
-    judgement = judge(ctx, answer, chunks, retrieved=bool(result.hits))
+    judgement = judge(ctx, answer, [*chunks, *extra], retrieved=bool(result.hits))
     blended, signals = blend(ctx, result, scored, answer, judgement)
     decision = decide(ctx, blended, result, judgement)
-    return _iteration(ctx, result, scored, verdict, generation, judgement, blended, signals, decision)
+    return _iteration(ctx, with_gap_context(result, extra), scored, verdict, generation, judgement, blended, signals, decision)
 
 
 def retrieve(ctx: IterationContext) -> tuple[RetrievalResult, np.ndarray | None]:

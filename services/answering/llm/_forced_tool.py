@@ -12,7 +12,16 @@ from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 from services.answering.llm._tools import TOOLS, Malformed, Refused, Tool, check
-from services.answering.llm.base import AnswerBackend, Citation, Generation, Grade, LLMCall, Reflection, chunk_block
+from services.answering.llm.base import (
+    AnswerBackend,
+    Citation,
+    Generation,
+    Grade,
+    LLMCall,
+    Reflection,
+    chunk_block,
+    gap_note,
+)
 from services.answering.llm.cache import ResponseCache, cache_key
 from services.domain import Hit
 from services.errors import InputError, LLMError
@@ -67,7 +76,7 @@ class ForcedToolBackend(AnswerBackend):
         return self._model
 
     def generate(self, query: str, chunks: Sequence[Hit]) -> Generation:
-        user = f"Question: {query}\n\nDocuments:\n\n{chunk_block(chunks)}"
+        user = f"Question: {query}\n\nDocuments:\n\n{chunk_block(chunks)}{gap_note(chunks)}"
         return self._ask("generate", user, chunks, lambda data: _to_generation(data, chunks))
 
     def reflect(self, query: str, answer: str, chunks: Sequence[Hit]) -> Reflection:

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 # Bump an operation's version whenever its system prompt, user message or tool schema changes.
+# generate-v2, reflect-v2, identify_gaps-v2: documents found by gap queries are labelled as additional context
+# (the prompt for chunks without any is unchanged).
 PROMPT_VERSIONS = {
-    "generate": "generate-v1",
-    "reflect": "reflect-v1",
+    "generate": "generate-v2",
+    "reflect": "reflect-v2",
     "grade": "grade-v1",
-    "identify_gaps": "identify_gaps-v1",
+    "identify_gaps": "identify_gaps-v2",
     "refine_query": "refine_query-v2",
     "decompose": "decompose-v1",
 }

@@ -166,6 +166,32 @@ def create_backend(name: str, **options: Any) -> AnswerBackend:
     return factory(**options)
 
 
+# A hit's origin when a gap-filling query found it and it was given to the generator as
+# additional context (services.answering.gap_context): "gap:<the gap query>".
+GAP_ORIGIN_PREFIX = "gap:"
+
+
+def gap_query_of(hit: Hit) -> str | None:
+    """The gap query that found `hit` when it is additional context, else None."""
+    origin = hit.origin or ""
+    return origin[len(GAP_ORIGIN_PREFIX):] if origin.startswith(GAP_ORIGIN_PREFIX) else None
+
+
 def chunk_block(chunks: Sequence[Hit]) -> str:
-    """Chunks numbered as the prompts and citations refer to them."""
-    return "\n\n".join(f"Document {i}: {c.title}\n{c.text}" for i, c in enumerate(chunks, 1))
+    """Chunks numbered as the prompts and citations refer to them; a passage found for a gap
+    of an earlier answer says so (the model reads it as additional context, not as the search
+    for the question). Without such passages the block is as it always was."""
+    def heading(i: int, c: Hit) -> str:
+        gap = gap_query_of(c)
+        return f"Document {i}: {c.title}" if gap is None else (
+            f"Document {i} (additional context, found by the gap query {gap!r}): {c.title}")
+    return "\n\n".join(f"{heading(i, c)}\n{c.text}" for i, c in enumerate(chunks, 1))
+
+
+def gap_note(chunks: Sequence[Hit]) -> str:
+    """The line a prompt adds when some documents are additional context for gaps; "" if none."""
+    numbers = [str(i) for i, c in enumerate(chunks, 1) if gap_query_of(c) is not None]
+    if not numbers:
+        return ""
+    return (f"\n\nDocuments {', '.join(numbers)} are additional context: follow-up searches found them for "
+            "information an earlier answer lacked. Use them where they answer the question, cited like the others.")
