@@ -90,6 +90,14 @@ class Settings(StoreSettings):
     otlp_settle_seconds: float = Field(default=2.0, ge=0)
     otlp_quiet_seconds: float = Field(default=60.0, ge=0)
 
+    # Retention (`workbench prune`, services.review.retention): months of runs wholly older than
+    # RETENTION_OLDER_THAN go, reviewed runs kept unless RETENTION_KEEP_REVIEWED is false. With
+    # RETENTION_DAILY the process that runs the API prunes once a day (and creates the months
+    # ahead); off by default: removing data is something a deployment turns on.
+    retention_daily: bool = False
+    retention_older_than: str = Field(default="90d", pattern=r"(?i)^\s*\d+\s*(d|days?|w|weeks?)\s*$")
+    retention_keep_reviewed: bool = True
+
     # The answering loop's thresholds (services.answering.presets.configured): unset, each is the
     # preset's; set, it holds for every preset (`workbench ask` options override it per run).
     # A run stores the values it ran with in its config.
