@@ -308,13 +308,24 @@ def time_documents() -> dict[str, Any]:
 
 
 def _same_trends(kept: list[Any], counted: list[Any]) -> bool:
+    """Equal counts, order and weeks; means equal to 1e-12 (an exact sum divided, against avg() adding
+    floats in any order); titles aside (a rollup row keeps a title once seen)."""
     import dataclasses
+    import math
 
-    def rounded_means(t: Any) -> Any:
-        weeks = tuple(dataclasses.replace(w, mean_confidence=round(w.mean_confidence, 9)) for w in t.weeks)
-        return dataclasses.replace(t, mean_confidence=round(t.mean_confidence, 9), weeks=weeks, title="")
+    def close(a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=1e-12)
 
-    return len(kept) > 0 and [rounded_means(t) for t in kept] == [rounded_means(t) for t in counted]
+    def same(a: Any, b: Any) -> bool:
+        if len(a.weeks) != len(b.weeks) or not close(a.mean_confidence, b.mean_confidence):
+            return False
+        if not all(close(x.mean_confidence, y.mean_confidence) for x, y in zip(a.weeks, b.weeks)):
+            return False
+        weeks = tuple(dataclasses.replace(y, mean_confidence=x.mean_confidence) for x, y in zip(a.weeks, b.weeks))
+        return dataclasses.replace(a, title="") == dataclasses.replace(b, title="", mean_confidence=a.mean_confidence,
+                                                                         weeks=weeks)
+
+    return len(kept) > 0 and len(kept) == len(counted) and all(same(a, b) for a, b in zip(kept, counted))
 
 
 # --- scoring ---------------------------------------------------------------------------------
