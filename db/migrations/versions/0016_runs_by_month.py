@@ -30,7 +30,8 @@ Design, and why:
 The conversion copies every column runs has at upgrade time (CREATE TABLE ... LIKE), its
 indexes (each recreated by its own definition on the partitioned table), CHECK constraints,
 foreign keys to other tables and triggers, so what migrations before this one added comes along
-(0015's row-level rollup delete trigger becomes a statement trigger: _rollup_delete_by_statement). It rewrites the table once with runs locked: 65,491 runs took 9.4 s (2026-11-27, load 9.5).
+(0015's row-level rollup delete trigger becomes a statement trigger: _rollup_delete_by_statement).
+It rewrites the table once with runs locked: 65,491 runs took 9.4 s (2026-11-27, load 9.5).
 
 Revision ID: 0016
 """
