@@ -133,13 +133,16 @@ CASE WHEN COALESCE(CAST(h ->> 'document_id' AS bigint), 0) < 0 THEN :outside || 
 # The page's sums over the rollup (migration 0015: per UTC day, runs' collection, listed collection
 # and document, with runs per status counted in columns, kept by triggers on every write of runs and
 # their best iteration): at most documents x days rows, however many runs there are.
-_SUMMED = ("runs", "retrieved", "cited", "approved", "flagged", "corrected", "pending", "auto_accepted",
-           "low_confidence", "troubled")
+# Each counted column summed under its own name (written out: SQL is built from constants only).
+_SUMS = """CAST(sum(runs) AS bigint) AS runs, CAST(sum(retrieved) AS bigint) AS retrieved,
+           CAST(sum(cited) AS bigint) AS cited, CAST(sum(approved) AS bigint) AS approved,
+           CAST(sum(flagged) AS bigint) AS flagged, CAST(sum(corrected) AS bigint) AS corrected,
+           CAST(sum(pending) AS bigint) AS pending, CAST(sum(auto_accepted) AS bigint) AS auto_accepted,
+           CAST(sum(low_confidence) AS bigint) AS low_confidence, CAST(sum(troubled) AS bigint) AS troubled"""
 _TRENDS = text("""
 WITH weekly AS (
     SELECT collection, external_id, CAST(date_trunc('week', CAST(day AS timestamp)) AS date) AS week,
-           max(title) AS title, sum(confidence_sum) AS confidence_sum, """ + ", ".join(
-    f"CAST(sum({name}) AS bigint) AS {name}" for name in _SUMMED) + """
+           max(title) AS title, sum(confidence_sum) AS confidence_sum, """ + _SUMS + """
     FROM document_day_rollup
     WHERE (CAST(:collection AS text) IS NULL OR run_collection = CAST(:collection AS text))
       AND (CAST(:first_day AS date) IS NULL OR day >= CAST(:first_day AS date))
@@ -148,8 +151,7 @@ WITH weekly AS (
     HAVING sum(runs) > 0
 ), totals AS (
     SELECT collection, external_id, COALESCE(max(title), '') AS title,
-           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence, """ + ", ".join(
-    f"CAST(sum({name}) AS bigint) AS {name}" for name in _SUMMED) + """,
+           CAST(sum(confidence_sum) / sum(runs) AS float8) AS mean_confidence, """ + _SUMS + """,
            jsonb_agg(jsonb_build_array(week, runs, CAST(confidence_sum / runs AS float8), troubled)
                      ORDER BY week) AS weeks
     FROM weekly
