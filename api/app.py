@@ -31,6 +31,7 @@ from services.errors import WorkbenchError
 from services.intake.quotas import Backlogs, KeyRates
 from services.intake.schema import ExternalRun
 from services.intake.trace_keys import TraceKeys
+from services.review.retention_schedule import DailyPrune
 from services.settings import Settings, get_settings
 from services.store import get_engine
 
@@ -59,13 +60,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     except WorkbenchError as exc:
         _log.warning("the database is not reachable yet: %s", exc)
     worker: AssessmentWorker | None = app.state.worker
-    if worker is not None:
-        worker.start()
+    retention: DailyPrune | None = app.state.retention
+    for job in (worker, retention):
+        if job is not None:
+            job.start()
     try:
         yield
     finally:
-        if worker is not None:
-            await run_in_threadpool(worker.stop)
+        for job in (worker, retention):
+            if job is not None:
+                await run_in_threadpool(job.stop)
 
 
 def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
@@ -80,6 +84,8 @@ def create_app(settings: Settings, *, assess: bool = True) -> FastAPI:
     app.state.settings = settings
     redact_access_log()
     app.state.worker = AssessmentWorker(settings) if assess else None
+    # RETENTION_DAILY: prune runs past RETENTION_OLDER_THAN once a day (a bad age fails here).
+    app.state.retention = DailyPrune(settings) if settings.retention_daily else None
     app.state.keys = TraceKeys()  # keys verified at most every 30 s before the body; endpoints verify again
     app.state.body_reads = BodyReads()
     app.state.assess_slots = AssessSlots(settings.api_assess_max_concurrent)
