@@ -102,6 +102,7 @@ def main() -> None:
             scores, labels, routes, iterations = [], [], Counter(), Counter()
             supported, found = [], 0
             load_before = os.getloadavg()
+            with_gap_context = 0  # runs where a gap query's passages reached the generator
             stage_ms: dict[str, list[float]] = {s: [] for s in STAGES}
             with phase(f"{name}: {len(sample)} questions", timings):
                 for i, (question, label) in enumerate(sample, 1):
@@ -113,6 +114,7 @@ def main() -> None:
                     labels.append(label)
                     routes[" -> ".join(run.route)] += 1
                     iterations[len(run.iterations)] += 1
+                    with_gap_context += any((h.origin or "").startswith("gap:") for it in run.iterations for h in it.hits)
                     for stage in STAGES:
                         spent = [it.latency_ms[stage] for it in run.iterations if stage in it.latency_ms]
                         if spent:
@@ -134,6 +136,7 @@ def main() -> None:
                 "route_share": {r: rounded(c / len(sample)) for r, c in routes.most_common()},
                 "mean_iterations": rounded(sum(n * c for n, c in iterations.items()) / len(sample)),
                 "iterations_share": {n: rounded(c / len(sample)) for n, c in sorted(iterations.items())},
+                "runs_with_gap_context": with_gap_context,
                 # The 1-minute load before and after the case: the machine is shared, timings read with it.
                 "load_1min": [rounded(load_before[0], 1), rounded(os.getloadavg()[0], 1)],
             }

@@ -51,14 +51,17 @@ class FeatureConfig:
     adaptive_k: bool = False
     # Seed 002: the answer is composed from CRAG's knowledge strips (each kept chunk's relevant
     # sentences, in their order) instead of the whole chunks; the judge still reads the chunks.
-    # Off in every preset: bench/pipeline.py --variants whole,strips on SQuAD (40 a class, balanced)
-    # lost 3 of 40 answers (recall 0.875 -> 0.800) and left AUROC where it was (0.792 vs 0.797).
+    # Off in every preset: bench/pipeline.py --variants whole,strips (40 a class, balanced) lost
+    # answers on SQuAD (recall 0.875 -> 0.800) and numpy-api (0.325 -> 0.275) and left AUROC
+    # where it was (0.792 vs 0.797, 0.818 vs 0.814).
     generate_from_strips: bool = False
     # Seed 000 passes the gaps on as additional context: with gaps_as_context a refined
     # iteration searches each gap-filling query on its own (not fused into the question's
     # retrieval) and gives its best `gap_context_hits` passages to the generator after the
     # question's, once each, within `gap_context_tokens` (services.answering.gap_context).
-    # Off, the gap queries join the fused retrieval pool, as before issue 30's part 1.
+    # Off, the gap queries join the fused retrieval pool. Off in balanced: bench/pipeline.py
+    # --variants gaps-off,gaps-on (balanced, 40 a class) found no answer more on SQuAD or
+    # numpy-api and moved AUROC inside its interval (+0.012, -0.032) for a search per gap query.
     gaps_as_context: bool = False
     gap_context_hits: int = 2
     gap_context_tokens: int = 400
