@@ -252,6 +252,11 @@ def _load(conn: Any, cursor: Any, n: int, template_ids: list[int], batch: int,
     for table in (*tables, "review_history"):
         cursor.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}")  # our own table names
         next_id[table] = int(cursor.fetchone()[0])
+    # Runs are partitioned by month (0016): give each month of the spread its table first, or
+    # nearly every run would land in runs_default.
+    cursor.execute("SELECT runs_month_partition_add(m) FROM generate_series(date_trunc('month', now() - "
+                   "interval '100 days', 'UTC'), now(), interval '1 month') AS m")
+    conn.commit()
     cursor.execute("SELECT current_setting('is_superuser')")
     if cursor.fetchone()[0] == "on":  # foreign keys hold by construction; their per-row checks only slow the load
         cursor.execute("SET session_replication_role = replica")

@@ -190,10 +190,13 @@ def store_size() -> dict[str, Any]:
     with transaction() as session:
         db = int(session.scalar(text("SELECT pg_database_size(current_database())")))
         runs = int(session.scalar(text("SELECT count(*) FROM runs")))
-        tables = {name: size for name, size in session.execute(text(
-            "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(:names)"),
-            {"names": ["runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls",
-                       "document_day_rollup"]})}
+        # A partitioned table (runs, by month since 0016) has no storage of its own: sum its tree.
+        tables = {name: int(session.scalar(text(
+            "SELECT COALESCE((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(CAST(:name AS "
+            "regclass))), pg_total_relation_size(CAST(:name AS regclass)))"),
+            {"name": name}) or 0)
+            for name in ("runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls",
+                         "document_day_rollup")}
     return {"store_bytes": db, "store_bytes_per_run": round(db / max(runs, 1)),
             "table_bytes_per_run": {name: round(size / max(runs, 1)) for name, size in tables.items()}}
 
