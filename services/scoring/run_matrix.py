@@ -155,12 +155,18 @@ def _unlisted(column: str, run_ids: list[int], session: Session) -> dict[int, st
     return dict(session.execute(_UNLISTED[column], {"ids": run_ids}).tuples().all())
 
 
-_EPOCH = text("SELECT coalesce(pg_relation_filenode('runs'), 0)")
+# The files of runs' month tables (0016: the partitioned parent has none of its own): TRUNCATE
+# gives every one a new file, as does dropping or adding a month.
+_EPOCH = text("""
+SELECT coalesce((SELECT string_agg(CAST(pg_relation_filenode(relid) AS text), ',' ORDER BY relid)
+                 FROM pg_partition_tree('runs') WHERE isleaf),
+                CAST(pg_relation_filenode('runs') AS text), '0')""")
 
 
 def run_store_epoch(*, session: Session | None = None) -> str:
     """Which store and which life of its runs table: it changes when the table is emptied with
-    TRUNCATE (a new file) or the store is another, not when runs are added. A kept matrix keyed
+    TRUNCATE (new files) or a month is dropped or added, or the store is another, not when runs
+    are added. A kept matrix keyed
     by it is never one of another store's, and is reloaded on its own schedule otherwise."""
     if session is None:
         with read_transaction() as own:

@@ -40,3 +40,22 @@ def test_reads_that_grow_with_the_store_use_the_read_url(name, settings: Setting
     monkeypatch.setattr(store, "get_settings", lambda: broken)
     with pytest.raises(DatabaseUnavailableError, match="DATABASE_READ_URL"):
         READS[name]()
+
+
+def test_the_run_store_epoch_changes_when_runs_are_truncated_not_when_one_is_added(clean_db, settings):  # type: ignore[no-untyped-def]
+    """The Tuning page keeps its run matrix per epoch: a TRUNCATE (as tests' clean_db, or a store
+    emptied) must give a new one, though runs is partitioned by month and has no file itself."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from tests.services.test_export import make_run
+    from tests.services.test_export import store as store_runs
+
+    store_runs(make_run(), created_at=datetime(2026, 10, 5, tzinfo=UTC))
+    before = run_store_epoch()
+    store_runs(make_run())
+    assert run_store_epoch() == before
+    with store.transaction(settings) as session:
+        session.execute(text("TRUNCATE runs CASCADE"))
+    assert run_store_epoch() != before
