@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.errors import InputError
+from services.scoring.run_matrix import run_store_epoch
 from services.scoring.weights import COMPONENTS
 from services.store import transaction
 
@@ -257,10 +258,9 @@ def recommend_threshold(scores: Any, labels: Any, target_precision: float = 0.9)
 
 # What tells a refit is due, read from indexes alone (a million runs: no pass over the verdicts'
 # rows): their count (runs_status_created, index-only), the latest review action (every verdict
-# appends to review_history), and the runs table's file, which TRUNCATE replaces.
+# appends to review_history), and the runs' tables' files, which TRUNCATE replaces (run_store_epoch).
 _VERDICT_STATE_SQL = """
-SELECT (SELECT count(*) FROM runs WHERE status = ANY(:statuses)),
-       (SELECT max(id) FROM review_history), pg_relation_filenode('runs')
+SELECT (SELECT count(*) FROM runs WHERE status = ANY(:statuses)), (SELECT max(id) FROM review_history)
 """
 _VERDICTS_SQL = "SELECT final_confidence, status = :approved FROM runs WHERE status = ANY(:statuses)"
 _QUEUE_CACHE: dict[str, tuple[tuple[int, Any, Any], Calibrator | None]] = {}
@@ -278,8 +278,8 @@ def calibrator_for_queue(*, session: Session | None = None) -> Calibrator | None
         with transaction() as own:
             return calibrator_for_queue(session=own)
     params = {"statuses": list(VERDICT_STATUSES), "approved": "approved"}
-    count, latest, table_file = session.execute(text(_VERDICT_STATE_SQL), params).one()
-    key, store = (int(count), latest, table_file), str(session.get_bind().engine.url)
+    count, latest = session.execute(text(_VERDICT_STATE_SQL), params).one()
+    key, store = (int(count), latest, run_store_epoch(session=session)), str(session.get_bind().engine.url)
     with _QUEUE_CACHE_LOCK:
         cached = _QUEUE_CACHE.get(store)
         if cached is not None and cached[0] == key:

@@ -210,3 +210,25 @@ def test_queue_calibrator_needs_both_kinds_of_verdict(clean_db):
     run_ids = _insert_runs(np.linspace(0.1, 0.9, 25))
     _review(run_ids, "approve")
     assert calibrator_for_queue() is None
+
+
+def test_queue_calibrator_refits_on_an_emptied_store_whose_verdicts_count_the_same(clean_db):
+    """TRUNCATE ... RESTART IDENTITY gives the same verdict count and the same latest review id:
+    only the runs' tables' new files tell the store changed (runs has none of its own since 0016)."""
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    def reviewed(confidences) -> None:
+        run_ids = _insert_runs(confidences)
+        _review(run_ids[:10], "flag")
+        _review(run_ids[10:], "approve")
+
+    reviewed(np.linspace(0.05, 0.95, 20))  # low confidence flagged: calibrated high at the top
+    before = calibrator_for_queue()
+    assert before is not None and before([0.9])[0] == pytest.approx(1.0)
+    with transaction() as session:
+        session.execute(text("TRUNCATE runs, review_history RESTART IDENTITY CASCADE"))
+    reviewed(np.linspace(0.95, 0.05, 20))  # now the high-confidence runs were the flagged ones
+    after = calibrator_for_queue()
+    assert after is not before and after([0.9])[0] == pytest.approx(0.5)  # isotonic: flat at the mean
