@@ -15,7 +15,7 @@ from services.answering.gap_context import select_gap_context, with_gap_context
 from services.answering.llm.anthropic_backend import AnthropicBackend
 from services.answering.llm.base import Generation, chunk_block, gap_query_of
 from services.answering.offline import MAX_CANDIDATES, _candidates
-from services.answering.presets import get_preset
+from services.answering.presets import get_preset, with_thresholds
 from services.answering.runs import load_run
 from services.domain import Hit, RetrievalResult
 from services.scoring.weights import DEFAULT_PROFILE
@@ -102,6 +102,9 @@ def test_switched_off_the_gap_queries_join_the_fused_pool_as_before(demo_docs): 
 def test_the_notes_presets_pass_the_gaps_on_as_context():
     assert get_preset("as-written").gaps_as_context and get_preset("full").gaps_as_context
     assert not any(get_preset(name).gaps_as_context for name in ("minimal", "balanced", "research"))
+    # a run can ask for either loop over its preset (Ask page options, pipeline.run(options=...))
+    assert with_thresholds(get_preset("balanced"), gaps_as_context=True).gaps_as_context
+    assert not with_thresholds(get_preset("as-written"), gaps_as_context=False).gaps_as_context
 
 
 # --- choosing the passages ------------------------------------------------------------------------
