@@ -23,14 +23,19 @@ def test_ask_options_set_the_thresholds_the_run_stores(clean_db, tmp_path):  # t
     result = CliRunner().invoke(app, [
         "ask", "How often is the J2 grease replaced?", "--json", "--preset", "as-written",
         "--reflection-min-score", "0.65", "--max-refinements", "0", "--crag-upper", "0.6", "--crag-lower", "0.2",
-        "--consensus-threshold", "0.5", "--adaptive-k"])
+        "--consensus-threshold", "0.5", "--adaptive-k", "--gaps-fused"])
     assert result.exit_code == 0, result.output
     config = load_run(json.loads(result.stdout)["run_id"]).config
     assert config["preset"] == "as-written" and config["reflection_min_score"] == 0.65
+    assert config["gaps_as_context"] is False  # as-written passes gaps on as context unless told not to
     assert config["max_refinement_attempts"] == 0 and config["adaptive_k"] is True
     assert (config["crag"]["correct_threshold"], config["crag"]["incorrect_threshold"]) == (0.6, 0.2)
     assert config["consensus_threshold"] == 0.5
     assert len(json.loads(result.stdout)["route"]) == 1  # a retry cap of 0: one iteration
+    balanced = CliRunner().invoke(app, ["ask", "How often is the J2 grease replaced?", "--json", "--no-cache",
+                                        "--gaps-as-context"])
+    assert balanced.exit_code == 0, balanced.output
+    assert load_run(json.loads(balanced.stdout)["run_id"]).config["gaps_as_context"] is True
 
 
 def test_a_crag_lower_threshold_above_the_upper_is_refused(clean_db, tmp_path):  # type: ignore[no-untyped-def]

@@ -41,6 +41,10 @@ def ask(
                                                       "(FALLBACK_COLLECTION)."),
     adaptive_k: Optional[bool] = typer.Option(None, "--adaptive-k/--no-adaptive-k", help="Read only as many chunks "
                                               "as the question's kind needs (seed 001; ADAPTIVE_K)."),
+    gaps_as_context: Optional[bool] = typer.Option(None, "--gaps-as-context/--gaps-fused", help="Give the passages "
+                                                   "the gap queries find to the generator as additional context "
+                                                   "(seed 000; as-written and full do) instead of fusing the gap "
+                                                   "queries into the retrieval (default: the preset's)."),
     use_cache: bool = typer.Option(True, "--cache/--no-cache", help="A question asked before of the unchanged "
                                    "collection, with the same preset and thresholds, gets its stored run back when "
                                    "that was HIGH and approved, or auto-accepted (not with --queries)."),
@@ -64,7 +68,7 @@ def ask(
             configured(preset, get_settings(), active_profile().weights.loop), reflection_min_score=reflection_min_score,
             max_refinement_attempts=max_refinements, crag_correct_threshold=crag_upper,
             crag_incorrect_threshold=crag_lower, consensus_threshold=consensus_threshold,
-            fallback_collection=fallback_collection, adaptive_k=adaptive_k)
+            fallback_collection=fallback_collection, adaptive_k=adaptive_k, gaps_as_context=gaps_as_context)
         require_collection(collection)
         if config.fallback_collection:
             require_collection(config.fallback_collection)
