@@ -16,7 +16,7 @@ from sqlalchemy import text
 from services.review.document_trends_check import document_trends_from_runs
 from services.review.documents import DocumentTrend, document_trends
 from services.store import transaction
-from tests.services.test_documents import QUOTED, at, make_run, store
+from tests.services.test_documents import at, make_run, store, store_six_runs
 
 FILTERS: tuple[dict[str, object], ...] = (
     {}, {"collection": "default"}, {"collection": "other"}, {"since": at(12, 0)}, {"until": at(12, 0)},
@@ -56,18 +56,7 @@ def assert_rollup_matches_runs(*, titles_seen_before: bool = False) -> None:
 
 @pytest.fixture()
 def runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    return {
-        "A": store(make_run("qa", hits=("a", "b", "b"), cited=("a",), confidence=0.9, level="HIGH",
-                            status="approved"), at(6)),
-        "B": store(make_run("qb", hits=("a", "c"), cited=("c",), confidence=0.3, level="LOW", status="pending"), at(7)),
-        "C": store(make_run("qc", hits=("b",), cited=("z",), confidence=0.5, level="MEDIUM", status="flagged"), at(13)),
-        "D": store(make_run("qd", hits=("b", "c"), cited=("b",), confidence=0.2, level="VERY LOW",
-                            status="flagged"), at(14)),
-        "E": store(make_run("qe", hits=(QUOTED,), earlier_hits=("c",), confidence=0.8, level="HIGH",
-                            status="auto_accepted"), at(15)),
-        "F": store(make_run("qf", hits=("a",), confidence=0.1, level="LOW", status="pending", collection="other"),
-                   at(16)),
-    }
+    return store_six_runs()
 
 
 def test_the_rollup_counts_stored_runs_as_the_runs_do(runs):  # type: ignore[no-untyped-def]

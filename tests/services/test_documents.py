@@ -65,8 +65,7 @@ def at(day: int, hour: int = 12) -> datetime:
     return datetime(2025, 5, day, hour, tzinfo=UTC)
 
 
-@pytest.fixture()
-def runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def store_six_runs() -> dict[str, int]:
     """Six runs over two weeks; the expected figures per document are worked out in the tests."""
     return {
         "A": store(make_run("qa", hits=("a", "b", "b"), cited=("a",), confidence=0.9, level="HIGH",
@@ -80,6 +79,11 @@ def runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
         "F": store(make_run("qf", hits=("a",), confidence=0.1, level="LOW", status="pending", collection="other"),
                    at(16)),
     }
+
+
+@pytest.fixture()
+def runs(clean_db) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    return store_six_runs()
 
 
 def trends(**filters: object) -> list[DocumentTrend]:
