@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.errors import InputError
+from services.scoring.isotonic import isotonic_knots
 from services.scoring.run_matrix import run_store_epoch
 from services.scoring.weights import COMPONENTS
 from services.store import transaction
@@ -164,11 +165,8 @@ def fit_calibrator(scores: Any, labels: Any, method: str = "isotonic") -> Calibr
     scores, labels = _as_verdicts(scores, labels)
     _require_verdicts(labels, MIN_VERDICTS, "Calibration")
     if method == "isotonic":
-        from sklearn.isotonic import IsotonicRegression
-
-        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(scores, labels)
-        return Calibrator("isotonic", x=tuple(map(float, iso.X_thresholds_)), y=tuple(map(float, iso.y_thresholds_)),
-                          n_fitted=len(scores))
+        x, y = isotonic_knots(scores, labels)
+        return Calibrator("isotonic", x=tuple(x.tolist()), y=tuple(y.tolist()), n_fitted=len(scores))
     from sklearn.linear_model import LogisticRegression
 
     logistic = LogisticRegression(C=LOGISTIC_C).fit(scores.reshape(-1, 1), labels)

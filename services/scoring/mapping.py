@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from services.errors import InputError
+from services.scoring.isotonic import isotonic_knots
 
 METHODS = ("logistic", "isotonic")
 WEIGHTED = "weighted"  # the feature name of the weighted sum of the components
@@ -89,11 +90,9 @@ def fit_mapping(weighted: Sequence[float], signals: Sequence[Mapping[str, float]
                          f"some missed; there were {n} ({positives} found). Ingest more documents or sample more.")
     w = np.asarray(weighted, dtype=np.float64)
     if method == "isotonic":
-        from sklearn.isotonic import IsotonicRegression
-
-        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(w, y)
-        return ConfidenceMapping("isotonic", x=tuple(map(float, iso.X_thresholds_)),
-                                 y=tuple(map(float, iso.y_thresholds_)), n_fitted=n, positives=positives)
+        knots_x, knots_y = isotonic_knots(w, y)
+        return ConfidenceMapping("isotonic", x=tuple(knots_x.tolist()), y=tuple(knots_y.tolist()), n_fitted=n,
+                                 positives=positives)
     from sklearn.linear_model import LogisticRegression
 
     # a signal no retrieval has (the dense leg's, in bm25 mode) is left out, not imputed
