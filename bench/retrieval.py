@@ -66,7 +66,10 @@ INGEST_COLLECTION = "bench_ingest"
 SEED = 20240601
 WARMUP_QUERIES = 10
 RANK_BM25_SAMPLE = 100_000
-TARGETS = {"hybrid_p50_ms": 15.0, "bm25_speedup_vs_rank_bm25": 15.0, "confidence_ms": 0.2, "ingest_ratio": 0.90}
+# Issue 32.6 asks the BM25 leg for 20x rank-bm25 in CPU time (the wall-time ratio moves with the
+# machine's load; the earlier 15x wall target is kept beside it).
+TARGETS = {"hybrid_p50_ms": 15.0, "bm25_speedup_vs_rank_bm25": 15.0, "bm25_speedup_vs_rank_bm25_cpu": 20.0,
+           "confidence_ms": 0.2, "ingest_ratio": 0.90}
 TARGET_HYBRID_P50_MS_PAST_100K = 30.0  # issue 16: at a million chunks
 
 
@@ -261,6 +264,8 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     out["targets_met"] = {
         "hybrid_p50_ms": out["hybrid_p50_ms"] <= hybrid_target,
         "bm25_speedup_vs_rank_bm25": out["bm25_speedup_vs_rank_bm25"] >= TARGETS["bm25_speedup_vs_rank_bm25"],
+        "bm25_speedup_vs_rank_bm25_cpu": (out["bm25_speedup_vs_rank_bm25_cpu"] or 0)
+        >= TARGETS["bm25_speedup_vs_rank_bm25_cpu"],
         "confidence_ms": out["confidence_ms"] <= TARGETS["confidence_ms"],
         "ingest_ratio": out["ingest_ratio"] >= TARGETS["ingest_ratio"],
     }
