@@ -22,7 +22,7 @@ from app_pages.common import (
     show_error,
 )
 from services.answering.pipeline import run as run_pipeline
-from services.answering.presets import PRESETS, configured
+from services.answering.presets import ALL_PRESETS, configured
 from services.answering.runs import Event, Iteration, Run, retrieval_breakdown
 from services.auth import CurrentUser
 from services.charts import confidence as conf_charts
@@ -43,7 +43,17 @@ PRESET_KEY = "ask.preset"
 RUN_ID_KEY = "ask.run_id"
 NOTICE_KEY = "ask.notice"
 CACHE_KEY = "ask.cache_hit"  # the cache's message for the run shown, when it came from the cache
-ADAPTIVE_KEY = "ask.adaptive_k.{preset}"  # one switch per preset: each starts at that preset's value
+SWITCH_KEY = "ask.{option}.{preset}"  # one switch per option and preset: each starts at that preset's value
+# The loop options a question can be asked with, beside its preset (services.answering.presets).
+SWITCHES = {
+    "adaptive_k": ("Adaptive cut-off (adaptive_k)",
+                   "Seed 001: the answer reads only as many chunks as the question's kind needs; the run shows where "
+                   "each iteration stopped and why. Starts at the preset's setting."),
+    "gaps_as_context": ("Gaps as context (gaps_as_context)",
+                        "Seed 000: passages that gap queries find for what the previous answer lacked reach the "
+                        "generator as labelled additional context (at most 400 tokens), not only fused into the "
+                        "retrieval. Starts at the preset's setting; as-written and full turn it on."),
+}
 SIDEBAR_PRESET = "sidebar"
 LEVEL_BADGES = {"HIGH": "green", "MEDIUM": "yellow", "LOW": "orange", "VERY LOW": "red"}
 SIGNAL_LABELS = {"retrieval": "retrieval", "reflection": "reflection", "grade": "answer grade",
@@ -124,9 +134,9 @@ def main() -> None:
                     "load the demo runs above (they bring the demo handbook).",
                     "app_pages/corpus.py", "Open the Corpus page", ":material/library_books:")
         return
-    preset, adaptive_k, asked = _render_question_form()
+    preset, options, asked = _render_question_form()
     if asked:
-        run_id = _ask(st.session_state.get(QUERY_KEY, ""), preset, adaptive_k)
+        run_id = _ask(st.session_state.get(QUERY_KEY, ""), preset, options)
         if run_id is None:
             return
         st.session_state[RUN_ID_KEY] = run_id
@@ -166,35 +176,37 @@ def _render_demo_offer() -> None:
         demo.render_load_button("ask")
 
 
-def _preset_adaptive_k(preset: str) -> bool:
-    """Whether the preset reads adaptively as configured now (environment, active profile)."""
+def _preset_option(preset: str, option: str) -> bool:
+    """The preset's loop option as configured now (environment, active profile)."""
     try:
-        return configured(preset, get_settings(), active_profile().weights.loop).adaptive_k
+        return bool(getattr(configured(preset, get_settings(), active_profile().weights.loop), option))
     except WorkbenchError:
         return False  # a store that cannot be read: the switch starts off, asking shows the error
 
 
-def _render_question_form() -> tuple[str, bool, bool]:
+def _render_question_form() -> tuple[str, dict[str, bool], bool]:
     questions = answerable_questions(demo_questions())
     st.selectbox("Demo question", questions, index=None, key=DEMO_KEY, on_change=_fill_from_demo,
                  placeholder="Pick a demo question to fill the box…")
     st.text_area("Question", key=QUERY_KEY, height=90, placeholder="Ask something the corpus should answer")
     sidebar = selected_preset()
     left, right = st.columns([3, 1], vertical_alignment="bottom")
-    choice = left.selectbox("Preset", (SIDEBAR_PRESET, *PRESETS), key=PRESET_KEY,
+    # Every preset, the seeds' loop as written (as-written) and everything on (full) included.
+    choice = left.selectbox("Preset", (SIDEBAR_PRESET, *ALL_PRESETS), key=PRESET_KEY,
                             format_func=lambda p: f"sidebar preset ({sidebar})" if p == SIDEBAR_PRESET else p)
     asked = right.button("Ask", type="primary", key="ask.submit", width="stretch")
     preset = sidebar if choice == SIDEBAR_PRESET else choice
-    key = ADAPTIVE_KEY.format(preset=preset)
-    if key not in st.session_state:
-        st.session_state[key] = _preset_adaptive_k(preset)
-    adaptive_k = st.toggle("Adaptive cut-off (adaptive_k)", key=key,
-                           help="Seed 001: the answer reads only as many chunks as the question's kind needs; the run "
-                                "shows where each iteration stopped and why. Starts at the preset's setting.")
-    return preset, adaptive_k, asked
+    options = {}
+    for option, column in zip(SWITCHES, st.columns(len(SWITCHES))):
+        key = SWITCH_KEY.format(option=option, preset=preset)
+        if key not in st.session_state:
+            st.session_state[key] = _preset_option(preset, option)
+        label, help_text = SWITCHES[option]
+        options[option] = column.toggle(label, key=key, help=help_text)
+    return preset, options, asked
 
 
-def _ask(query: str, preset: str, adaptive_k: bool) -> int | None:
+def _ask(query: str, preset: str, options: dict[str, bool]) -> int | None:
     """Run the pipeline with its events streamed into a status box; the stored run's id, or None."""
     failure: WorkbenchError | None = None
     st.session_state.pop(CACHE_KEY, None)
@@ -205,7 +217,7 @@ def _ask(query: str, preset: str, adaptive_k: bool) -> int | None:
                 st.session_state[CACHE_KEY] = (int(event.data["run_id"]), event.message)
 
         try:
-            run = run_pipeline(query, preset, on_event=on_event, options={"adaptive_k": adaptive_k}, use_cache=True)
+            run = run_pipeline(query, preset, on_event=on_event, options=options, use_cache=True)
         except WorkbenchError as exc:
             failure = exc
             status.update(label="Could not answer", state="error", expanded=False)

@@ -55,3 +55,15 @@ def test_a_repeated_question_is_answered_from_the_cache_and_the_page_says_so(cor
     assert f"run {first}" in notice and "nothing has been ingested since" in notice
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM runs")).scalar_one() == 1
+
+
+def test_the_gaps_switch_starts_at_the_presets_setting_and_the_run_is_answered_with_it(corpus):  # noqa: F811
+    at = open_page(AppTest.from_file(APP, default_timeout=300), "ask", "Ask")
+    assert at.toggle(key="ask.gaps_as_context.balanced").value is False
+    at.selectbox(key="ask.preset").set_value("as-written").run()
+    switch = at.toggle(key="ask.gaps_as_context.as-written")
+    assert switch.value is True  # seed 000 as written passes the gaps on as context
+    switch.set_value(False)
+    run = load_run(_ask(at).session_state["ask.run_id"])
+    assert run.preset == "as-written" and run.config["gaps_as_context"] is False
+    assert not [e for e in run.events if e.event_type == "gap_context"]
