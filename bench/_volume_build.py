@@ -306,6 +306,10 @@ def _load(conn: Any, cursor: Any, n: int, template_ids: list[int], batch: int,
     cursor.execute("SELECT to_regprocedure('refresh_document_day_rollup(date, date)') IS NOT NULL")
     if cursor.fetchone()[0]:
         cursor.execute("SELECT refresh_document_day_rollup(NULL, NULL)")
+    # And the Tuning matrix's numbers (0017), written again from every run.
+    cursor.execute("SELECT to_regprocedure('refresh_run_matrix_rows(timestamptz, timestamptz)') IS NOT NULL")
+    if cursor.fetchone()[0]:
+        cursor.execute("SELECT refresh_run_matrix_rows(NULL, NULL)")
     for table in written:
         cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
     conn.commit()

@@ -196,7 +196,8 @@ def store_size() -> dict[str, Any]:
             "regclass))), pg_total_relation_size(CAST(:name AS regclass)))"),
             {"name": name}) or 0)
             for name in ("runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls",
-                         "document_day_rollup")}
+                         "document_day_rollup", "run_matrix_rows")
+            if session.scalar(text("SELECT to_regclass(:name)"), {"name": name}) is not None}
     return {"store_bytes": db, "store_bytes_per_run": round(db / max(runs, 1)),
             "table_bytes_per_run": {name: round(size / max(runs, 1)) for name, size in tables.items()}}
 

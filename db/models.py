@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     Numeric,
     PrimaryKeyConstraint,
     String,
@@ -241,6 +242,17 @@ class DocumentDayRollup(Base):
     troubled: Mapped[int] = mapped_column(BigInteger)
     confidence_sum: Mapped[Decimal] = mapped_column(Numeric)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class RunMatrixRow(Base):
+    """The Tuning matrix's numbers of one run as one fixed-width binary record (the layout
+    run_matrix_record_layout() names; services/scoring/run_matrix.py reads it). Kept by triggers
+    on runs, pruned with them by retention (0017)."""
+
+    __tablename__ = "run_matrix_rows"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    numbers: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 # Tables holding rows of a run by run_id, with no foreign key to the partitioned runs (0016), and

@@ -115,6 +115,11 @@ _GONE_CHILDREN = {
     "run_intake": "DELETE FROM run_intake WHERE run_id IN (SELECT id FROM retention_gone)",
 }
 assert set(_GONE_CHILDREN) == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
+# Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
+# that go are deleted here (the Tuning matrix's numbers, 0017).
+_KEPT_BY_TRIGGERS = {
+    "run_matrix_rows": "DELETE FROM run_matrix_rows WHERE id IN (SELECT id FROM retention_gone)",
+}
 
 
 def partition_name(month: date | datetime) -> str:
@@ -162,6 +167,9 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
         session.execute(text("ANALYZE retention_gone"))
         for child in _GONE_CHILDREN:
             removed[child] = session.execute(text(_GONE_CHILDREN[child])).rowcount  # type: ignore[attr-defined]
+        for table in _KEPT_BY_TRIGGERS:
+            if session.execute(text("SELECT to_regclass(:t)"), {"t": table}).scalar() is not None:
+                session.execute(text(_KEPT_BY_TRIGGERS[table]))
         # The table goes last: dropping or detaching it locks runs until the commit.
         if gone == total:
             session.execute(text("SELECT runs_month_drop(:low)"), {"low": low})

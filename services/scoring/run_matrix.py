@@ -2,9 +2,12 @@
 
 A million runs must load in well under a second and stay in memory between slider moves, so
 the load reads only numbers: no question or answer text (level_changes' few rows fetch theirs
-with question_texts), statuses, levels and presets as small codes. Postgres writes the rows
-with COPY in its binary format, every field fixed-width and never NULL (NaN stands in), so
-numpy reads the whole stream as one structured array without a Python object per value.
+with question_texts), statuses, levels and presets as small codes. They are read from
+run_matrix_rows, a narrow table of exactly these numbers that triggers on runs keep (migration
+0017), not from runs (a million runs' month tables hold 1.4 GB and JSON to parse per row).
+Each run's numbers are one fixed-width binary record there (NaN for a missing number), written
+by the triggers; the server concatenates records into a few large values, and numpy reads them as
+one structured array without a Python object, or a server output call, per value.
 """
 
 from __future__ import annotations
@@ -16,15 +19,11 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.domain import STATUSES
 from services.scoring.blend import REFLECTION_MIN_SCORE
-from services.scoring.weights import COMPONENTS, LEVELS
+from services.scoring.weights import COMPONENTS
 from services.store import read_transaction
 
 VERDICT_LABELS = {"approved": 1, "flagged": 0, "corrected": 0}  # everything else: -1, unreviewed
-# Presets coded in the scan; any other is read by run id afterwards (_names), so this list
-# only saves that second query. Named here, not imported: scoring sits below answering.
-_KNOWN_PRESETS = ("balanced", "minimal", "research", "as-written", "full", "external")
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value; identity is enough
@@ -59,36 +58,34 @@ class RunMatrix:
         return sum(getattr(self, name).nbytes for name in self.__dataclass_fields__)
 
 
-# Codes: position in the given list, 0 for a value outside it (then read by name: _unlisted).
-_CODE = "coalesce(array_position(CAST(%({list})s AS text[]), {column}), 0)::int2"
-_NUMBER = "coalesce({expr}, 'NaN'::float8)"
-_MATRIX_COPY = """
-COPY (
-  SELECT id, {status}, {level}, {preset}, final_confidence, {components},
-         {reflection}, {grade}, {heuristic},
-         final_answer <> '' AS has_answer,
-         crag_verdict IS NOT DISTINCT FROM 'CORRECT' AS crag_correct,
-         coalesce(reflection_score >= coalesce(reflection_min_score, %(reflection_min)s),
-                  false) AS reflection_approved
-  FROM runs
-  WHERE id >= coalesce((SELECT id FROM runs WHERE CAST(%(limit)s AS bigint) IS NOT NULL
-                        ORDER BY id DESC OFFSET CAST(%(limit)s AS bigint) - 1 LIMIT 1), 0)
-) TO STDOUT (FORMAT binary)
-""".format(
-    status=_CODE.format(list="statuses", column="status"), level=_CODE.format(list="levels", column="final_level"),
-    preset=_CODE.format(list="presets", column="preset"),
-    components=", ".join(_NUMBER.format(expr=f"components[{i + 1}]") for i in range(len(COMPONENTS))),
-    reflection=_NUMBER.format(expr="CAST(signals->>'reflection' AS float8)"),
-    grade=_NUMBER.format(expr="CAST(signals->>'grade' AS float8)"),
-    heuristic=_NUMBER.format(expr="CAST(signals->>'heuristic' AS float8)"),
-)
-_FLOATS = ("confidence", *(f"c{i}" for i in range(len(COMPONENTS))), "reflection", "grade", "heuristic")
-_FIELDS = [("id", ">i8"), ("status", ">i2"), ("level", ">i2"), ("preset", ">i2"), *((name, ">f8") for name in _FLOATS),
-           ("has_answer", "u1"), ("crag_correct", "u1"), ("reflection_approved", "u1")]
-# Each binary COPY tuple: a 16-bit field count, then per field a 32-bit length and the value.
-_ROW = np.dtype([("count", ">i2"), *((part, kind) for name, dtype in _FIELDS
-                                     for part, kind in ((f"len_{name}", ">i4"), (name, dtype)))])
-_HEADER, _TRAILER = 19, 2  # signature, flags and extension length; the -1 field count that ends it
+# The numbers come from run_matrix_rows (migration 0017): per run one fixed-width binary record,
+# written by triggers on runs in PostgreSQL's send format (big-endian), in the layout
+# run_matrix_record_layout() names. The server concatenates the records, a few megabytes per value
+# (one output value per run cost more than the scan: 17 numbers a run through a binary COPY took
+# 3 s of a million runs' 4), and numpy reads them as one array. Statuses, levels and presets are
+# codes, positions in run_matrix_names() (0: a name outside it, read by run id).
+_CODES = {"i8": ">i8", "i2": ">i2", "f8": ">f8", "b1": "u1"}
+_LAYOUT = ("id:i8,status:i2,level:i2,preset:i2,confidence:f8,"
+           + ",".join(f"c{i}:f8" for i in range(len(COMPONENTS)))
+           + ",reflection:f8,grade:f8,heuristic:f8,has_answer:b1,crag_correct:b1,"
+           "reflection_score:f8,reflection_min_score:f8")
+_RECORD = np.dtype([(name, _CODES[kind]) for name, kind in (field.split(":") for field in _LAYOUT.split(","))])
+_STORE_SQL = text("SELECT run_matrix_names(), run_matrix_record_layout()")
+# One value per 65,536 ids (7.9 MB, far below a value's 1 GB limit however many runs there are),
+# each range read through the key: the table is written in id order (0017's refresh), so the
+# records mostly arrive sorted (numpy sorts them when not). One string_agg of the whole table was
+# planned parallel, or as a sort for GROUP BY: 1.1-1.6 s against 0.7 s at load 9 (2026-11-27).
+_MATRIX_SQL = """
+SELECT (SELECT string_agg(numbers, ''::bytea) FROM run_matrix_rows WHERE id >= g AND id < g + 65536)
+FROM generate_series((SELECT min(id) FROM run_matrix_rows WHERE id >= %(first)s),
+                     (SELECT max(id) FROM run_matrix_rows), 65536) AS g
+ORDER BY g
+"""
+_FIRST_OF_LATEST = text("SELECT id FROM run_matrix_rows ORDER BY id DESC OFFSET CAST(:limit AS bigint) - 1 LIMIT 1")
+
+
+class RunMatrixLayoutError(RuntimeError):
+    """The store's run_matrix_rows records are not laid out as this code reads them."""
 
 
 def load_run_matrix(*, session: Session | None = None, limit: int | None = None) -> RunMatrix:
@@ -97,42 +94,55 @@ def load_run_matrix(*, session: Session | None = None, limit: int | None = None)
     if session is None:
         with read_transaction() as own:
             return load_run_matrix(session=own, limit=limit)
-    params = {"limit": limit, "reflection_min": REFLECTION_MIN_SCORE, "statuses": list(STATUSES),
-              "levels": list(LEVELS), "presets": list(_KNOWN_PRESETS)}
+    names, layout = session.execute(_STORE_SQL).one()
+    if layout != _LAYOUT:
+        raise RunMatrixLayoutError(f"run_matrix_rows holds records laid out as {layout!r}, this code reads "
+                                   f"{_LAYOUT!r}: migrate the store and the code to the same revision")
+    first = 0 if limit is None else session.scalar(_FIRST_OF_LATEST, {"limit": limit}) or 0
     driver = session.connection().connection.driver_connection
     assert driver is not None  # a checked-out connection always has its DBAPI connection
-    stream = bytearray()
-    with driver.cursor() as cursor, cursor.copy(_MATRIX_COPY, params) as copy:
-        for block in copy:
-            stream += block
-    rows = np.frombuffer(stream, dtype=_ROW, offset=_HEADER, count=(len(stream) - _HEADER - _TRAILER) // _ROW.itemsize) \
-        if len(stream) > _HEADER + _TRAILER else np.zeros(0, dtype=_ROW)
-    # A plain scan, no ORDER BY (a sort or an index walk of every row); ordered here.
-    matrix = _matrix(rows[np.argsort(rows["id"], kind="stable")], session)
+    with driver.cursor() as cursor:  # binary: the values arrive as they are, not hex-encoded
+        cursor.execute(_MATRIX_SQL, {"first": first}, binary=True)
+        parts = [np.frombuffer(row[0], dtype=_RECORD) for row in cursor.fetchall() if row[0] is not None]
+    rows = np.concatenate(parts) if parts else np.zeros(0, dtype=_RECORD)
+    if np.any(rows["id"][1:] < rows["id"][:-1]):  # oldest first: sorted here unless they came in order
+        rows = rows[np.argsort(rows["id"], kind="stable")]
+    matrix = _matrix(rows, tuple(names), session)
     for name in matrix.__dataclass_fields__:  # kept and shared between sessions: nobody may write into it
         getattr(matrix, name).flags.writeable = False
     return matrix
 
 
-def _matrix(rows: np.ndarray, session: Session) -> RunMatrix:
+def _matrix(rows: np.ndarray, names: tuple[str, ...], session: Session) -> RunMatrix:
     run_ids = rows["id"].astype(np.int64)
-    statuses = _names(rows["status"], STATUSES, run_ids, "status", session)
+    statuses = _names(rows["status"], names, run_ids, "status", session)
     labels = np.full(len(rows), -1, dtype=np.int8)
+    unlisted = np.flatnonzero(rows["status"] == 0)  # read by name (_names); labelled by name too
     for status, label in VERDICT_LABELS.items():
-        labels[rows["status"] == STATUSES.index(status) + 1] = label
+        if status in names:
+            labels[rows["status"] == names.index(status) + 1] = label
+        labels[unlisted[statuses[unlisted] == status]] = label
 
     def floats(name: str) -> np.ndarray:
         return rows[name].astype(np.float64)
 
+    components = np.empty((len(rows), len(COMPONENTS)))
+    for i in range(len(COMPONENTS)):  # converted from big-endian straight into place
+        components[:, i] = rows[f"c{i}"]
     return RunMatrix(
-        run_ids=run_ids, components=np.column_stack([floats(f"c{i}") for i in range(len(COMPONENTS))])
-        if len(rows) else np.zeros((0, len(COMPONENTS))),
+        run_ids=run_ids, components=components,
         reflection=floats("reflection"), grade_norm=floats("grade"), heuristic=floats("heuristic"),
         has_answer=rows["has_answer"].astype(bool), crag_correct=rows["crag_correct"].astype(bool),
-        reflection_approved=rows["reflection_approved"].astype(bool), statuses=statuses, labels=labels,
-        current_levels=_names(rows["level"], LEVELS, run_ids, "final_level", session),
-        stored_confidence=floats("confidence"), presets=_names(rows["preset"], _KNOWN_PRESETS, run_ids, "preset", session),
+        reflection_approved=_reflection_approved(floats("reflection_score"), floats("reflection_min_score")),
+        statuses=statuses, labels=labels,
+        current_levels=_names(rows["level"], names, run_ids, "final_level", session),
+        stored_confidence=floats("confidence"), presets=_names(rows["preset"], names, run_ids, "preset", session),
     )
+
+
+def _reflection_approved(score: np.ndarray, minimum: np.ndarray) -> np.ndarray:
+    """score >= the run's minimum (REFLECTION_MIN_SCORE where it names none: NaN); no score: False."""
+    return score >= np.where(np.isnan(minimum), REFLECTION_MIN_SCORE, minimum)
 
 
 def _names(codes: np.ndarray, names: Sequence[str], run_ids: np.ndarray, column: str, session: Session) -> np.ndarray:
@@ -156,11 +166,13 @@ def _unlisted(column: str, run_ids: list[int], session: Session) -> dict[int, st
 
 
 # The files of runs' month tables (0016: the partitioned parent has none of its own): TRUNCATE
-# gives every one a new file, as does dropping or adding a month.
+# gives every one a new file, as does dropping or adding a month. And the file of the table the
+# matrix is read from (0017), emptied with runs by a trigger, or on its own by hand.
 _EPOCH = text("""
 SELECT coalesce((SELECT string_agg(CAST(pg_relation_filenode(relid) AS text), ',' ORDER BY relid)
                  FROM pg_partition_tree('runs') WHERE isleaf),
-                CAST(pg_relation_filenode('runs') AS text), '0')""")
+                CAST(pg_relation_filenode('runs') AS text), '0')
+       || '|' || coalesce(CAST(pg_relation_filenode(to_regclass('run_matrix_rows')) AS text), '-')""")
 
 
 def run_store_epoch(*, session: Session | None = None) -> str:

@@ -199,14 +199,22 @@ def test_load_run_matrix_on_an_empty_store(clean_db):
 def test_the_run_matrix_holds_no_text_and_reads_questions_only_for_the_runs_shown(clean_db):
     """At a million runs the matrix is kept in memory between slider moves: it holds numbers and
     shared status, level and preset strings, never a question (question_texts reads the few shown)."""
+    from sqlalchemy import text
+
     from services.scoring import run_matrix
     from services.store import transaction
 
     rng = np.random.default_rng(3)
     with transaction() as session:
         saved = [_save(session, rng, DEFAULT_PROFILE) for _ in range(4)]
-    select_list = run_matrix._MATRIX_COPY.split("FROM runs")[0]
-    assert "query" not in select_list and "final_answer <> ''" in select_list and "citations" not in select_list
+    # it reads run_matrix_rows' records (0017): numbers and codes, laid out as the store says
+    assert "SELECT string_agg(numbers, ''::bytea) FROM run_matrix_rows" in run_matrix._MATRIX_SQL
+    assert {field.split(":")[1] for field in run_matrix._LAYOUT.split(",")} == {"i8", "i2", "f8", "b1"}
+    with transaction() as session:
+        assert session.scalar(text("SELECT run_matrix_record_layout()")) == run_matrix._LAYOUT
+        types = set(session.scalars(text("SELECT data_type FROM information_schema.columns "
+                                         "WHERE table_name = 'run_matrix_rows'")))
+    assert types == {"bigint", "timestamp with time zone", "bytea"}
     assert not {"queries", "query", "answers"} & set(RunMatrix.__dataclass_fields__)
     matrix = load_run_matrix()
     assert all(not getattr(matrix, name).flags.writeable for name in RunMatrix.__dataclass_fields__)  # shared: read-only
