@@ -131,25 +131,94 @@ def _encode_seconds(texts: list[str], settings: Any) -> tuple[float, float]:
     return time.perf_counter() - started, time.process_time() - cpu
 
 
-def _drain(settings: Any, batch: int) -> tuple[float, float, Any, list[str]]:
-    """Wall and CPU seconds of draining the queue, its summary, and every text the model encoded
-    for it (the judge's sentence cache encodes all of a batch's texts: services.intake.batch)."""
+# Where the assessment's CPU time goes, by the function that spends it (module, attribute,
+# part). A part's time excludes the parts called inside it (the model inside a judge is the
+# model's), so the parts add up to the drain's CPU time, "other" (commits, the loop, building
+# the runs) being the rest.
+PARTS = (
+    ("services.judging.vectors", "encode", "model"),
+    ("services.intake.batch", "_prepare", "db_read"),  # known documents and BM25 statistics
+    ("services.intake.batch", "prepare_batch", "db_read"),
+    ("services.intake.batch", "stage_hits", "scoring_crag"),
+    ("services.intake.batch", "judged_texts", "judges"),  # what the judges will embed, recorded
+    ("services.intake.batch", "judge_staged", "judges"),  # the judges for real, and the blend
+    ("services.intake.assess", "store_runs", "db_write"),  # the batch's runs and intake rows
+    ("services.intake.assess", "_store", "db_write"),  # a record stored alone
+    ("services.intake.assess", "next_queued", "db_claim"),
+)
+
+
+ENCODE_CALLS: dict[str, int] = {}  # the model's calls in the last drain
+
+
+class CpuParts:
+    """Exclusive CPU seconds (this process's, every thread) spent under each part's functions."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._stack: list[str] = []
+        self._since = 0.0
+
+    def enter(self, part: str) -> None:
+        self._charge()
+        self._stack.append(part)
+
+    def leave(self) -> None:
+        self._charge()
+        self._stack.pop()
+
+    def _charge(self) -> None:
+        now = time.process_time()
+        if self._stack:
+            self.seconds[self._stack[-1]] = self.seconds.get(self._stack[-1], 0.0) + now - self._since
+        self._since = now
+
+    def wrap(self, fn: Any, part: str) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.enter(part)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.leave()
+        return timed
+
+
+def _drain(settings: Any, batch: int) -> tuple[float, float, Any, list[str], dict[str, float]]:
+    """Wall and CPU seconds of draining the queue, its summary, every text the model encoded
+    for it (the judge's sentence cache encodes all of a batch's texts: services.intake.batch),
+    and its CPU seconds by part (PARTS, and "other")."""
+    import importlib
+
     from services.intake.assess import process_queue
     from services.judging import vectors
 
     encoded: list[str] = []
+    calls = ENCODE_CALLS
+    calls.clear()
     real_encode = vectors.encode
 
     def noting(name: str, texts: Any, **options: Any) -> Any:
         encoded.extend(texts)
+        calls["encode"] = calls.get("encode", 0) + 1
         return real_encode(name, texts, **options)
 
     vectors.encode = noting  # type: ignore[assignment]  # the real model; the texts written down
+    parts = CpuParts()
+    originals = []
+    for module_name, attribute, part in PARTS:  # each wrapped where its caller looks it up
+        module = importlib.import_module(module_name)
+        if hasattr(module, attribute):
+            originals.append((module, attribute, getattr(module, attribute)))
+            setattr(module, attribute, parts.wrap(getattr(module, attribute), part))
     try:
         started, cpu = time.perf_counter(), time.process_time()
+        parts.enter("other")
         summary = process_queue(judges=True, settings=settings, batch=batch)
-        return time.perf_counter() - started, time.process_time() - cpu, summary, encoded
+        parts.leave()
+        return time.perf_counter() - started, time.process_time() - cpu, summary, encoded, parts.seconds
     finally:
+        for module, attribute, original in reversed(originals):
+            setattr(module, attribute, original)
         vectors.encode = real_encode
 
 
@@ -176,13 +245,16 @@ def measure_shape(shape: str, n: int, *, batch: int, settings: Any, seed: int, p
     profiler = cProfile.Profile() if profile_dir else None
     if profiler:
         profiler.enable()
-    seconds, cpu, summary, encoded = _drain(settings, batch)
+    seconds, cpu, summary, encoded, by_part = _drain(settings, batch)
     if profiler:
         profiler.disable()
         profile_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
         profiler.dump_stats(str(profile_dir / f"intake-{shape}.prof"))  # type: ignore[operator]
     load_during = os.getloadavg()[0]
     encode_after, encode_cpu_after = _encode_seconds(texts, settings)
+    # The model alone on what the assessment encoded, in one call: the most the ratio could be
+    # were everything else free (the judges read sentences and claims beside the records' texts).
+    _, encode_cpu_assessed = _encode_seconds(list(dict.fromkeys(encoded)), settings)
     load_after = os.getloadavg()[0]
     if summary.assessed + summary.failed != n or summary.failed:
         log(f"{shape}: assessed {summary.assessed}, failed {summary.failed} of {n}")
@@ -200,11 +272,15 @@ def measure_shape(shape: str, n: int, *, batch: int, settings: Any, seed: int, p
         # this process's CPU seconds (Postgres's are not in them): steadier than wall time on a shared machine
         "assess_cpu_s": rounded(cpu, 2), "encode_cpu_s": [rounded(encode_cpu_before, 2), rounded(encode_cpu_after, 2)],
         "ratio_cpu": rounded(rate_cpu / bound_cpu, 3),
+        "encode_cpu_s_assessment_texts": rounded(encode_cpu_assessed, 2),
+        "ratio_cpu_model_only": rounded((encode_cpu_before + encode_cpu_after) / 2 / encode_cpu_assessed, 3),
         # what the model reads: the records' own texts (the bound), and what the assessment encoded
         # (contexts and questions, then the judges' sentences and claims), in model tokens a run
         "tokens_per_run_record_texts": rounded(record_tokens / n, 1),
         "tokens_per_run_assessment": rounded(assessed_tokens / n, 1),
-        "texts_encoded_by_assessment": len(encoded),
+        "texts_encoded_by_assessment": len(encoded), "encode_calls": ENCODE_CALLS.get("encode", 0),
+        # CPU ms a run by part (PARTS): the model, the judges, the store's reads and writes, the rest
+        "cpu_ms_per_run": {part: rounded(1000 * s / n, 2) for part, s in sorted(by_part.items())},
         "load_average_1min": [rounded(load_before, 2), rounded(load_during, 2), rounded(load_after, 2)],
     }
 
@@ -218,6 +294,9 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats of each shape here")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="torch's threads for the bound and the assessment alike (default: torch's own, "
+                             "the cores); 1 keeps a loaded machine's CPU time free of threads waiting on each other")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = set(shapes) - set(SHAPES)
@@ -225,6 +304,10 @@ def main() -> None:
         raise SystemExit(f"unknown shape(s) {sorted(unknown)}; choose from {SHAPES}")
 
     started = time.perf_counter()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     data_dir, created, settings = prepare_store(args.data_dir)
     from services.intake.assess import ASSESS_BATCH
     from services.retrieval.embedding import load_model

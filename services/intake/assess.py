@@ -31,6 +31,7 @@ from services.intake.chunk_scores import score_chunks
 from services.intake.context_scores import score_contexts
 from services.intake.intake import QueuedRecord, count_queued, mark_assessed, mark_failed, next_queued
 from services.intake.schema import ExternalRun
+from services.intake.store_runs import store_runs
 from services.judging.model import JudgeModel
 from services.judging.refit import active_model
 from services.retrieval.search import clean_query, default_params
@@ -185,8 +186,33 @@ def _assess_claimed(claimed: Sequence[QueuedRecord], *, judges: bool, collection
     outcomes = assess_batch([r.run for r in claimed], judges=[judges and r.judges for r in claimed],
                             session=session, collection=collection, backend=backend, profile=profile,
                             settings=settings, judge_model=judge_model)
-    return [_store(record, outcome, collection=collection, session=session)
-            for record, outcome in zip(claimed, outcomes, strict=True)]
+    stored = store_batch(claimed, outcomes, collection=collection, session=session)
+    return [True if done else _store(record, outcome, collection=collection, session=session)
+            for record, outcome, done in zip(claimed, outcomes, stored, strict=True)]
+
+
+def store_batch(claimed: Sequence[QueuedRecord], outcomes: Sequence[Assessment | Exception], *, collection: str,
+                session: Session) -> list[bool]:
+    """Store every assessed record's run at once (services.intake.store_runs: one statement a
+    table), under one savepoint; per record, True when it is stored. If the store refuses a
+    row, nothing of the batch stays and each record is stored alone (_store), so the one it
+    refuses is marked failed with the reason and the others are stored."""
+    assessed = [(record, outcome) for record, outcome in zip(claimed, outcomes, strict=True)
+                if isinstance(outcome, Assessment)]
+    if not assessed:
+        return [False] * len(claimed)
+    try:
+        with session.begin_nested():
+            store_runs([(record.intake_id, imported_run(outcome, record.run, source=record.source,
+                                                        collection=collection, intake_id=record.intake_id), record.app)
+                        for record, outcome in assessed], session=session)
+    except STORE_ERRORS:
+        raise
+    except Exception:  # a row of one record's: store them one by one to find it
+        _log.warning("storing a batch of %d runs at once failed; storing them one by one", len(assessed),
+                     exc_info=True)
+        return [False] * len(claimed)
+    return [isinstance(outcome, Assessment) for outcome in outcomes]
 
 
 def _store(record: QueuedRecord, outcome: Assessment | Exception, *, collection: str, session: Session) -> bool:

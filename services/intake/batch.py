@@ -1,21 +1,29 @@
-"""Assess many records with two passes of the embedding model instead of five or six a record.
+"""Assess many records with one or two passes of the embedding model instead of five or six a record.
 
 Alone, a record asks the model for vectors once for its contexts, once for its question and
 then once per signal of the judges (claims, evidence sentences, the answer), each a forward
 pass over a few texts; on two shared cores a pass over two texts costs nearly what one over
-sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A batch asks twice:
+sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A batch asks:
 
-1. every record's contexts and question, what the dense similarities need, in one encode;
-2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges will
-   embed, learned by running the judge's own public functions with an embedder that only
-   writes the texts down; those texts in one encode into the judge's sentence cache
-   (services.judging.vectors.cached_embedder), where the judges, run for real, find them.
+1. for every record's contexts and question (what the dense similarities need) and what its
+   judges embed whatever chunks CRAG keeps (the answer's claims, alone and read with the
+   question), in one encode into the judge's sentence cache
+   (services.judging.vectors.cached_embedder); what the judges embed is learned by running
+   the judge's own public functions with an embedder that only writes the texts down;
+2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges embed
+   of the chunks CRAG keeps (their sentences), recorded the same way; only the texts not yet
+   encoded go to the model, so a batch whose chunks are single sentences (already encoded as
+   contexts) is done in the first pass.
 
-Both passes go through that cache, so a text both sides embed (the question, a one-sentence
-context) is encoded once. A text the recording missed is encoded when the judge asks, as it
-always was: the recording decides only what is encoded early, never what a record gets. Each
-record's result is the one it gets alone, to the float noise of encoding a text beside others
-(a vector component moves by about 1e-7: padding changes the kernels' summation order).
+The judges, run for real, find their texts in the cache. Recording on every context instead
+of CRAG's chunks would make one pass of every batch, but CRAG drops contexts often enough that
+the sentences of dropped ones cost more than the second call (bench/intake.py, five contexts:
+714 model tokens a run against 609). The cache is shared, so a text both sides embed (the
+question, a one-sentence context) is encoded once. A text the recording missed is encoded when
+the judge asks, as it always was: the recording decides only what is encoded early, never what
+a record gets. Each record's result is the one it gets alone, to the float noise of encoding a
+text beside others (a vector component moves by about 1e-7: padding changes the kernels'
+summation order).
 
 A record that fails is returned as its exception and the others go on; a store that fails
 raises (STORE_ERRORS): nothing of the batch can be stored then.
@@ -31,9 +39,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from services.answering.llm.base import AnswerBackend
+from services.answering.presets import FeatureConfig
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
-from services.intake.assessment import Assessment, Events, Staged, judge_staged, stage_hits
-from services.intake.context_scores import PreparedContexts, prepare_contexts
+from services.intake.assessment import Assessment, Events, Staged, assessment_config, judge_staged, stage_hits
+from services.intake.context_scores import EXTERNAL_MODE, PreparedContexts, prepare_contexts
 from services.intake.schema import ExternalRun
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance
@@ -62,7 +71,10 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
     embed = cached_embedder(settings.embedding_model)
     outcomes: list[Outcome | tuple[PreparedContexts, Events]] = [
         _prepare(r, j, session=session, collection=collection, settings=settings) for r, j in zip(records, judges)]
-    _prefetch(embed, [t for o in outcomes if isinstance(o, tuple) for t in o[0].texts_to_encode])
+    dimension = model_dimension(settings.embedding_model)
+    _prefetch(embed, [t for i, o in enumerate(outcomes) if isinstance(o, tuple)
+                      for t in (*o[0].texts_to_encode, *_judged_without_contexts(o[0], records[i].answer, judges[i],
+                                                                                   dimension))])
 
     staged: dict[int, tuple[Staged, PreparedContexts]] = {}
     for i, outcome in enumerate(outcomes):
@@ -75,8 +87,11 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
                                         events=events, judge_model=judge_model), prepared)
             except Exception as exc:  # this record's: the others go on
                 outcomes[i] = exc
-    dimension = model_dimension(settings.embedding_model)
-    _prefetch(embed, [t for i, (s, _) in staged.items() for t in judged_texts(s, records[i].answer, dimension)])
+    # What the judges embed of CRAG's chunks: their sentences (most of them already encoded
+    # when a chunk is one sentence; then the model is not called again).
+    _prefetch(embed, [t for i, (stage, _) in staged.items()
+                      for t in judged_texts(stage.query, records[i].answer, [c.text for c in stage.chunks], stage.config,
+                                            dimension)])
 
     for i, (stage, prepared) in staged.items():
         try:
@@ -106,11 +121,17 @@ def _prepare(record: ExternalRun, judges: bool, *, session: Session, collection:
         return exc
 
 
-def judged_texts(staged: Staged, answer: str, dimension: int) -> list[str]:
-    """The texts the judges will embed for `answer` on the staged chunks, as stages.judge calls
-    them: the verdict (services.judging.judge_answer), then the answer's relevance to the
+def _judged_without_contexts(prepared: PreparedContexts, answer: str, judges: bool, dimension: int) -> list[str]:
+    """What the judges will embed for `answer` whatever contexts CRAG keeps: its claims, read
+    alone and with the question."""
+    config = assessment_config(judges=judges, mode=EXTERNAL_MODE)
+    return judged_texts(prepared.query, answer, [], config, dimension)
+
+
+def judged_texts(query: str, answer: str, chunks: Sequence[str], config: FeatureConfig, dimension: int) -> list[str]:
+    """The texts the judges will embed for `answer` on `chunks` (their texts), as stages.judge
+    calls them: the verdict (services.judging.judge_answer), then the answer's relevance to the
     question, which both the reflection read off the verdict and the offline grade use."""
-    config = staged.config
     if not answer or not (config.enable_self_reflection or config.enable_answer_grading):
         return []
     asked: list[str] = []
@@ -120,8 +141,8 @@ def judged_texts(staged: Staged, answer: str, dimension: int) -> list[str]:
         return np.zeros((len(texts), dimension), dtype=np.float32)
 
     try:
-        judge_answer(staged.query, answer, [c.text for c in staged.chunks], embed=write_down)
-        answer_relevance(staged.query, answer, write_down)
+        judge_answer(query, answer, list(chunks), embed=write_down)
+        answer_relevance(query, answer, write_down)
     except Exception:  # the judges, run for real, meet it again and fail the record with its reason
         _log.debug("recording the judge's texts failed", exc_info=True)
     return asked

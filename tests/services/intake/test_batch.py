@@ -101,11 +101,13 @@ def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, monkeypatch)
         together = assess_batch(_runs(), judges=JUDGES, session=session, collection="default",
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
     assert all(isinstance(a, Assessment) for a in together)
-    # the contexts and questions, then every text the judges read; none of them twice
+    # the contexts, questions and claims, then the sentences of the chunks CRAG kept; none twice
     assert len(calls) == 2, [len(c) for c in calls]
     encoded = [t for call in calls for t in call]
     assert len(encoded) == len(set(encoded))
     assert RECORDS[0]["question"] in calls[0] and BATTERY in calls[0]
+    assert f"{RECORDS[1]['question']} {RECORDS[1]['answer']}" in calls[0]  # a claim read with its question
+    assert "SRVO-062 means the pulsecoder backup battery voltage dropped." in calls[1]  # a sentence of a chunk
 
 
 class BrokenOnOneQuestion(ScriptedBackend):
@@ -126,3 +128,27 @@ def test_a_record_that_fails_fails_alone_and_its_batch_is_stored(corpus, setting
     assert [r.status for r in rows] == ["assessed", "assessed", "assessed", "assessed", "failed"]
     assert rows[4].error == "assessment failed: RuntimeError: the judge fell over" and rows[4].run_id is None
     assert all(r.run_id is not None for r in rows[:4])
+
+
+def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, monkeypatch):  # type: ignore[no-untyped-def]  # noqa: F811
+    """The judges read a one-sentence chunk's sentence, already encoded as the context: the
+    first pass (contexts, questions, claims) is all the model is asked for."""
+    _fresh_embedder()
+    calls: list[list[str]] = []
+    real_encode = vectors.encode
+
+    def counting(name: str, texts: Sequence[str], **options):  # type: ignore[no-untyped-def]
+        calls.append(list(texts))
+        return real_encode(name, texts, **options)
+
+    monkeypatch.setattr(vectors, "encode", counting)
+    runs = [ExternalRun.model_validate({"question": "Which alarm warns of a low backup battery?", "answer": "SRVO-062",
+                                        "contexts": [{"text": "SRVO-062 warns that the pulsecoder backup battery is low."}]}),
+            ExternalRun.model_validate({"question": "How often is the J2 reducer grease replaced?",
+                                        "answer": "Every 20,000 hours.",
+                                        "contexts": [{"text": "Replace the J2 reducer grease every 20,000 hours."}]})]
+    with transaction() as session:
+        together = assess_batch(runs, judges=[True, True], session=session, collection="default",
+                                backend=backend_for(settings), profile=DEFAULT, settings=settings)
+    assert all(isinstance(a, Assessment) and a.iteration.verdict is not None for a in together), together
+    assert len(calls) == 1, calls

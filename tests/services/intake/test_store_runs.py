@@ -1,0 +1,97 @@
+"""Storing a batch of assessed runs in one statement per table (services.intake.store_runs)
+writes what storing them one by one writes, column for column, and a row the store refuses
+sends the batch back to one by one, where only that record fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from services.answering.llm.backends import backend_for
+from services.intake.assess import _store, process_queue, store_batch
+from services.intake.assessment import Assessment
+from services.intake.batch import assess_batch
+from services.intake.intake import accept_records, next_queued
+from services.intake.schema import ExternalRun
+from services.store import transaction
+from tests.services.intake.test_assess import DEFAULT, corpus  # noqa: F401  (a fixture)
+from tests.services.intake.test_batch import JUDGES, RECORDS
+
+# Every column but the ids (and when the row was written, which the two stores share only
+# within one transaction): the run's own, its children's, its intake row's.
+_RUNS = "SELECT * FROM runs WHERE id = ANY(:ids)"
+_CHILDREN = {
+    "run_iterations": "SELECT * FROM run_iterations WHERE run_id = ANY(:ids) ORDER BY run_id, ordinal",
+    "run_events": "SELECT * FROM run_events WHERE run_id = ANY(:ids) ORDER BY run_id, seq",
+    "llm_calls": "SELECT * FROM llm_calls WHERE run_id = ANY(:ids) ORDER BY run_id, id",
+}
+_INTAKE = "SELECT id, status, error, run_id, app, assessed_at IS NOT NULL AS marked FROM run_intake WHERE id = ANY(:ids)"
+
+
+def _without(row: Any, *names: str) -> dict[str, Any]:
+    return {k: v for k, v in row._mapping.items() if k not in names}
+
+
+def _runs_by_intake(session: Any, intake_ids: list[int]) -> list[dict[str, Any]]:
+    """Each intake record's run and children as stored, ids and intake ids left out, in intake order."""
+    intake = {r.id: r for r in session.execute(text(_INTAKE), {"ids": intake_ids})}
+    run_ids = [intake[i].run_id for i in intake_ids]
+    runs = {r.id: r for r in session.execute(text(_RUNS), {"ids": run_ids})}
+    children = {name: session.execute(text(sql), {"ids": run_ids}).all() for name, sql in _CHILDREN.items()}
+    stored = []
+    for intake_id, run_id in zip(intake_ids, run_ids):
+        run = _without(runs[run_id], "id")
+        assert run["config"]["assessment"].pop("intake_id") == intake_id
+        stored.append({
+            "run": run,
+            "intake": _without(intake[intake_id], "id", "run_id"),
+            **{name: [_without(r, "id", "run_id") for r in rows if r.run_id == run_id] for name, rows in children.items()},
+        })
+    return stored
+
+
+def test_a_batch_stores_what_one_by_one_stores(corpus, settings):  # type: ignore[no-untyped-def]  # noqa: F811
+    runs = [ExternalRun.model_validate(r) for r in RECORDS]
+    with transaction() as session:  # each record twice: once to store alone, once in the batch
+        accept_records(runs + runs, source="api", session=session)
+    with transaction() as session:
+        claimed = next_queued(2 * len(runs), session=session)
+        alone, batched = claimed[:len(runs)], claimed[len(runs):]
+        assert [r.run.question for r in alone] == [r.run.question for r in batched]
+        outcomes = assess_batch([r.run for r in alone], judges=JUDGES, session=session, collection="default",
+                                backend=backend_for(settings), profile=DEFAULT, settings=settings)
+        assert all(isinstance(o, Assessment) for o in outcomes), outcomes
+        for record, outcome in zip(alone, outcomes):  # the path every record took before batching
+            assert _store(record, outcome, collection="default", session=session)
+        # the same assessments, each stored for its twin record in one statement a table
+        assert store_batch(batched, outcomes, collection="default", session=session) == [True] * len(runs)
+        one_by_one = _runs_by_intake(session, [r.intake_id for r in alone])
+        together = _runs_by_intake(session, [r.intake_id for r in batched])
+    assert sum(len(s["llm_calls"]) for s in together) > 0  # the judges' calls are stored too
+    assert all(s["run_iterations"] and s["run_events"] for s in together)
+    assert all(s["run"]["app"] is not None and s["intake"]["status"] == "assessed" for s in together)
+    for alone_stored, batch_stored in zip(one_by_one, together):
+        assert batch_stored == alone_stored
+
+
+def test_a_row_the_store_refuses_fails_its_record_alone(corpus, settings):  # type: ignore[no-untyped-def]  # noqa: F811
+    runs = [ExternalRun.model_validate(r) for r in RECORDS[:4]]
+    with transaction() as session:
+        ids = [a.intake_id for a in accept_records(runs, source="api", session=session)]
+        # a real refusal by the store for one record's run: its question is not allowed
+        session.execute(text("ALTER TABLE runs ADD CONSTRAINT test_refuses_one CHECK (query <> :q)".replace(
+            ":q", "'" + RECORDS[2]["question"].replace("'", "''") + "'")))
+    try:
+        summary = process_queue(backend=backend_for(settings), batch=4)
+    finally:
+        with transaction() as session:
+            session.execute(text("ALTER TABLE runs DROP CONSTRAINT test_refuses_one"))
+    assert (summary.assessed, summary.failed, summary.remaining) == (3, 1, 0)
+    with transaction() as session:
+        rows = session.execute(text("SELECT status, error, run_id FROM run_intake WHERE id = ANY(:ids) ORDER BY id"),
+                               {"ids": ids}).all()
+        stored = session.execute(text("SELECT count(*) FROM runs")).scalar_one()
+    assert [r.status for r in rows] == ["assessed", "assessed", "failed", "assessed"]
+    assert "test_refuses_one" in rows[2].error and rows[2].run_id is None
+    assert stored == 3
