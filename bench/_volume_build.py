@@ -310,6 +310,10 @@ def _load(conn: Any, cursor: Any, n: int, template_ids: list[int], batch: int,
     cursor.execute("SELECT to_regprocedure('refresh_run_matrix_rows(timestamptz, timestamptz)') IS NOT NULL")
     if cursor.fetchone()[0]:
         cursor.execute("SELECT refresh_run_matrix_rows(NULL, NULL)")
+    # And the drill-down's index of each document's runs (0018).
+    cursor.execute("SELECT to_regprocedure('refresh_document_run_index(timestamptz, timestamptz)') IS NOT NULL")
+    if cursor.fetchone()[0]:
+        cursor.execute("SELECT refresh_document_run_index(NULL, NULL)")
     for table in written:
         cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
     conn.commit()

@@ -196,7 +196,7 @@ def store_size() -> dict[str, Any]:
             "regclass))), pg_total_relation_size(CAST(:name AS regclass)))"),
             {"name": name}) or 0)
             for name in ("runs", "run_iterations", "run_intake", "run_events", "review_history", "llm_calls",
-                         "document_day_rollup", "run_matrix_rows")
+                         "document_day_rollup", "run_matrix_rows", "document_run_index")
             if session.scalar(text("SELECT to_regclass(:name)"), {"name": name}) is not None}
     return {"store_bytes": db, "store_bytes_per_run": round(db / max(runs, 1)),
             "table_bytes_per_run": {name: round(size / max(runs, 1)) for name, size in tables.items()}}
@@ -278,13 +278,14 @@ def time_pages(skip: set[str]) -> dict[str, Any]:
 def time_documents() -> dict[str, Any]:
     """The trends from the rollup (migration 0015), the same day counted from the runs as a check
     that the triggers kept it (the newest day: every run of it read), and the drill-down of the
-    busiest and the least seen document (the page opens the first)."""
+    busiest and the least seen document (the page opens the first), from the index of 0018, the
+    busiest's checked against its runs read from their hits."""
     from datetime import timedelta
 
     from sqlalchemy import text
 
     from services.review.days import day_range
-    from services.review.document_trends_check import document_trends_from_runs
+    from services.review.document_trends_check import document_runs_from_runs, document_trends_from_runs
     from services.review.documents import document_runs, document_trends
     from services.store import read_transaction
 
@@ -302,12 +303,17 @@ def time_documents() -> dict[str, Any]:
         out["documents_rollup_matches_runs"] = _same_trends(kept, counted)
         if everything:
             busiest, rarest = everything[0], min(everything, key=lambda t: t.runs)
-            timed(out, "documents_drilldown_first_s",
-                  lambda: document_runs(busiest.external_id, collection=busiest.collection, session=session))
+            first = timed(out, "documents_drilldown_first_s",
+                          lambda: document_runs(busiest.external_id, collection=busiest.collection, session=session))
+            # The drill-down reads the index of 0018: checked against the runs' own hits for the busiest.
+            counted_runs = timed(out, "documents_drilldown_first_from_runs_s", lambda: document_runs_from_runs(
+                busiest.external_id, collection=busiest.collection, session=session))
+            out["documents_drilldown_matches_runs"] = len(first) > 0 and first == counted_runs
             timed(out, "documents_drilldown_rarest_s",
                   lambda: document_runs(rarest.external_id, collection=rarest.collection, session=session))
             out["documents_rarest_runs"] = rarest.runs
-    log(f"  rollup and runs agree on {newest.date() - timedelta(days=1)}: {out['documents_rollup_matches_runs']}")
+    log(f"  rollup and runs agree on {newest.date() - timedelta(days=1)}: {out['documents_rollup_matches_runs']}; "
+        f"drill-down index and runs agree: {out.get('documents_drilldown_matches_runs')}")
     return out
 
 

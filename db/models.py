@@ -255,6 +255,20 @@ class RunMatrixRow(Base):
     numbers: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class DocumentRunIndex(Base):
+    """The runs each document appeared in, for the Document trends drill-down, by listed collection,
+    document and the run's created_at; kept by triggers on runs and run_iterations (0018)."""
+
+    __tablename__ = "document_run_index"
+    __table_args__ = (Index("document_run_index_run", "run_id"),)
+    collection: Mapped[str] = mapped_column(Text, primary_key=True)  # as document_trends lists it
+    external_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    best_rank: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: only cited
+    cited: Mapped[bool] = mapped_column(Boolean)
+
+
 # Tables holding rows of a run by run_id, with no foreign key to the partitioned runs (0016), and
 # what becomes of a row when its run goes: a DELETE FROM runs does it by trigger (runs_children_gone),
 # and retention, which drops whole months, deletes them all itself, intake records included

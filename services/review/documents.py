@@ -18,8 +18,9 @@ not hold it. One that names neither a document id nor a source becomes a hit cal
 
 Everything is aggregated in SQL, one statement per question, so a page never loads runs
 to count them. The trends read a rollup per document and UTC day that triggers keep with every
-write of runs (migration 0015); document_trends_check.document_trends_from_runs computes the same
-list from the runs themselves, the reference the rollup is tested against.
+write of runs (migration 0015), the drill-down an index of each document's runs kept the same way
+(0018); document_trends_check computes both from the runs themselves (document_trends_from_runs,
+document_runs_from_runs), the references they are tested against.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.domain import ANONYMOUS_CONTEXT
 from services.errors import InputError
 
 LOW_LEVELS = ("LOW", "VERY LOW")
@@ -205,40 +205,28 @@ def trend_from_row(row: Any) -> DocumentTrend:
     return DocumentTrend(**{**values, "mean_confidence": float(row["mean_confidence"]), "weeks": weeks})
 
 
-_DOCUMENT_RUNS = text(_SCOPED + """
-SELECT s.id AS run_id, s.query, s.source, s.status, s.final_confidence, s.final_level, s.created_at,
-       hit.best_rank, cite.cited
-FROM scoped s
-CROSS JOIN LATERAL (
-    SELECT count(*) > 0 AS retrieved, min(CAST(h ->> 'rank' AS integer)) AS best_rank
-    FROM jsonb_array_elements(s.hits) h
-    WHERE h ->> 'external_id' = :external_id AND""" + _HIT_COLLECTION + """ = :document_collection
-      AND""" + _NAMED_HIT + """
-) hit
-CROSS JOIN LATERAL (
-    SELECT s.collection = :document_collection
-           AND EXISTS (SELECT 1 FROM jsonb_array_elements(s.citations) c WHERE c ->> 'external_id' = :external_id) AS cited
-) cite
-WHERE hit.retrieved OR cite.cited
-ORDER BY s.created_at DESC, s.id DESC
-LIMIT :limit
-""")
-
-
-# The first UTC day the newest `limit` of a document's runs need, from the rollup: the days after
-# it hold fewer than `limit` of them. The runs are then read from that day on, not all of them.
-_FIRST_DAY_NEEDED = text("""
-SELECT min(day) FROM (
-    SELECT day, sum(sum(runs)) OVER (ORDER BY day DESC) - sum(runs) AS on_later_days
-    FROM document_day_rollup
+# The drill-down from document_run_index (migration 0018: one row per listed collection, document
+# and run, kept by triggers on runs and run_iterations): the newest `limit` along its key, then the
+# columns shown read from runs by (id, created_at), one key probe per run listed (a LATERAL, so it
+# stays a probe: joined plainly, the planner misjudged the join and hashed a scan of every run,
+# 1.0 s for a document in 45,801 runs). document_trends_check.document_runs_from_runs reads the
+# same from the runs' hits, as a reference.
+_DOCUMENT_RUNS = text("""
+WITH newest AS MATERIALIZED (
+    SELECT run_id, created_at, best_rank, cited FROM document_run_index
     WHERE collection = :collection AND external_id = :external_id
-      AND (CAST(:since AS timestamptz) IS NULL OR day >= CAST(CAST(:since AS timestamptz) AT TIME ZONE 'UTC' AS date))
-      AND (CAST(:until AS timestamptz) IS NULL  -- until is exclusive: the day of the instant before it
-           OR day <= CAST((CAST(:until AS timestamptz) - interval '1 microsecond') AT TIME ZONE 'UTC' AS date))
-    GROUP BY day
-    HAVING sum(runs) > 0
-) AS days
-WHERE on_later_days < :limit
+      AND (CAST(:since AS timestamptz) IS NULL OR created_at >= CAST(:since AS timestamptz))
+      AND (CAST(:until AS timestamptz) IS NULL OR created_at < CAST(:until AS timestamptz))
+    ORDER BY created_at DESC, run_id DESC
+    LIMIT :limit
+)
+SELECT i.run_id, r.query, r.source, r.status, r.final_confidence, r.final_level, i.created_at, i.best_rank, i.cited
+FROM newest i
+CROSS JOIN LATERAL (
+    SELECT query, source, status, final_confidence, final_level FROM runs
+    WHERE runs.id = i.run_id AND runs.created_at = i.created_at
+) r
+ORDER BY i.created_at DESC, i.run_id DESC
 """)
 
 
@@ -248,14 +236,6 @@ def document_runs(external_id: str, *, collection: str, since: datetime | None =
     `collection` as document_trends lists it (a run's collection, or outside_corpus(source))."""
     if limit < 1:
         raise InputError("limit must be at least 1")
-    first_day = session.scalar(_FIRST_DAY_NEEDED, {"collection": collection, "external_id": external_id,
-                                                   "since": since, "until": until, "limit": limit})
-    if first_day is None:  # the rollup counts no run of it in these dates
-        return []
-    needed_from = datetime.combine(first_day, time(), UTC)
-    rows = session.execute(_DOCUMENT_RUNS, {
-        "external_id": external_id, "collection": None, "document_collection": collection,
-        "since": needed_from if since is None else max(since, needed_from), "until": until, "limit": limit,
-        "anonymous": ANONYMOUS_CONTEXT, "outside": OUTSIDE_CORPUS,
-    }).mappings()
+    rows = session.execute(_DOCUMENT_RUNS, {"external_id": external_id, "collection": collection, "since": since,
+                                            "until": until, "limit": limit}).mappings()
     return [DocumentRun(**row) for row in rows]

@@ -116,9 +116,10 @@ _GONE_CHILDREN = {
 }
 assert set(_GONE_CHILDREN) == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
 # Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
-# that go are deleted here (the Tuning matrix's numbers, 0017).
+# that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018).
 _KEPT_BY_TRIGGERS = {
     "run_matrix_rows": "DELETE FROM run_matrix_rows WHERE id IN (SELECT id FROM retention_gone)",
+    "document_run_index": "DELETE FROM document_run_index WHERE run_id IN (SELECT id FROM retention_gone)",
 }
 
 

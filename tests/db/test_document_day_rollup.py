@@ -153,7 +153,7 @@ def test_the_reflection_minimum_column_follows_the_config_whoever_writes(clean_d
     assert values == {strict: 0.85, plain: None}  # None: the config names none, the reader's default applies
 
 
-def test_the_drill_down_reads_only_the_days_its_newest_runs_need_and_still_finds_them(runs):  # type: ignore[no-untyped-def]
+def test_the_drill_down_lists_a_documents_newest_runs_within_its_limit_and_dates(runs):  # type: ignore[no-untyped-def]
     from services.review.documents import document_runs
 
     with transaction() as session:
