@@ -340,6 +340,41 @@ def _same_trends(kept: list[Any], counted: list[Any]) -> bool:
 
 # --- scoring ---------------------------------------------------------------------------------
 
+def _backend_cpu_s(pid: int) -> float | None:
+    """CPU seconds a local server backend has used (None when /proc does not show it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def matrix_load_cpu() -> dict[str, Any]:
+    """The matrix load's CPU time, this process's and its server backend's (median of 3): on a
+    shared machine wall time says more about the other sessions than about the load."""
+    from sqlalchemy import text
+
+    from services.scoring.tuning import load_run_matrix
+    from services.store import read_transaction
+
+    client, server = [], []
+    with read_transaction() as session:
+        pid = int(session.scalar(text("SELECT pg_backend_pid()")))
+        for _ in range(3):
+            before, cpu = _backend_cpu_s(pid), time.process_time()
+            load_run_matrix(session=session)
+            client.append(time.process_time() - cpu)
+            after = _backend_cpu_s(pid)
+            if before is not None and after is not None:
+                server.append(after - before)
+    out = {"tuning_matrix_load_client_cpu_s": rounded(median(client), 3),
+           "tuning_matrix_load_server_cpu_s": rounded(median(server), 3) if server else None,
+           "tuning_matrix_load_cpu_load": load()}
+    log(f"  matrix load CPU: client {out['tuning_matrix_load_client_cpu_s']} s, server "
+        f"{out['tuning_matrix_load_server_cpu_s']} s (load {out['tuning_matrix_load_cpu_load']})")
+    return out
+
+
 def time_scoring() -> dict[str, Any]:
     from services.scoring import calibration
     from services.scoring.tuning import load_run_matrix, rescore
@@ -348,6 +383,7 @@ def time_scoring() -> dict[str, Any]:
     out: dict[str, Any] = {}
     matrix = timed(out, "tuning_matrix_load_s", load_run_matrix)
     out["tuning_matrix_bytes_per_run"] = round(matrix.nbytes / max(len(matrix), 1))
+    out.update(matrix_load_cpu())
     profile = WeightsProfile()
     rescore(matrix, profile)
     samples = []
