@@ -4,8 +4,9 @@ that assembles traces whose spans are in (POST /v1/traces) into intake records, 
 seconds.
 
 It checks the queue about once a second while it is empty and drains it when it is not,
-one batch per round (services.intake.assess.ASSESS_BATCH records, assessed with one
-embedding pass: services.intake.batch) so that a shutdown waits for at most that batch.
+one batch per round (up to services.intake.assess.ASSESS_BATCH records, fewer when they carry
+many contexts, assessed together: services.intake.batch) so that a shutdown waits for at most
+that batch.
 Any number of workers (API processes, `workbench intake process`) can run at once:
 claiming skips rows another has locked. A failure of the store is logged and retried on
 the next round.
@@ -27,7 +28,7 @@ from services.store import transaction
 
 _log = logging.getLogger("workbench.api.worker")
 POLL_SECONDS = 1.0
-RECORDS_PER_ROUND = ASSESS_BATCH  # one claim, one embedding pass, one commit
+RECORDS_PER_ROUND = ASSESS_BATCH  # at most; one batch a round: one claim, one assessment, one commit
 # The worker runs at the lowest CPU priority: accepting pushes is what clients wait for, and
 # on a busy machine the assessment takes only the time the API and the store leave over.
 WORKER_NICENESS = 19
@@ -84,7 +85,7 @@ class AssessmentWorker:
             summary = ProcessSummary(0, 0, 0)
             try:
                 backend = backend or self._backend_factory(self._settings)
-                summary = process_queue(limit=RECORDS_PER_ROUND, batch=RECORDS_PER_ROUND, settings=self._settings,
+                summary = process_queue(batch=RECORDS_PER_ROUND, max_batches=1, settings=self._settings,
                                         backend=backend)
             except Exception:  # the store is down, or a bug: log it, keep the API up, try again
                 _log.exception("assessing queued runs failed; retrying in %.0f s", self._poll_seconds)

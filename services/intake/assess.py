@@ -41,11 +41,17 @@ from services.store import transaction
 
 _log = logging.getLogger("workbench.intake")
 MAX_REASON_CHARS = 2_000
-# Records a claim: one embedding pass for all of them (services.intake.batch). bench/intake.py,
-# 160 records of one short context, the same machine minutes apart: CPU ratio to the bare
-# encode 0.513 at 64 against 0.454 at 32 (more texts a call, fuller forward passes of
-# like-length texts). A batch holds its rows' locks until it commits.
-ASSESS_BATCH = 64
+# Records a batch at most, claimed CLAIM_STEP at a time until they carry PASS_TEXTS texts
+# (contexts, questions and answers): the model's calls cost less a text the more texts they
+# hold, for they are cut into forward passes of 64 like-length texts. Encoding short records'
+# texts (one context, question, answer; bare model, one thread, 2026-11-27T15:31Z, load 9-10)
+# cost 42.1, 29.9, 21.2 and 17.0 CPU ms a record in calls of 32, 64, 128 and 256 records. So
+# records of one short context are claimed 128 at a time (384 texts), records of five
+# contexts 64 at a time (448). A batch holds its rows' locks until it commits, and a worker
+# stopping waits for the batch it is on (api/worker.py).
+ASSESS_BATCH = 128
+CLAIM_STEP = 32
+PASS_TEXTS = 384
 
 ProgressCallback = Callable[[int, int], None]  # (records done, records to do as known so far)
 
@@ -136,13 +142,15 @@ class ProcessSummary:
 
 def process_queue(*, limit: int | None = None, judges: bool = True, on_progress: ProgressCallback | None = None,
                   settings: Settings | None = None, backend: AnswerBackend | None = None,
-                  collection: str = "default", batch: int = ASSESS_BATCH) -> ProcessSummary:
+                  collection: str = "default", batch: int = ASSESS_BATCH,
+                  max_batches: int | None = None) -> ProcessSummary:
     """Assess queued records, oldest first, until the queue is empty or `limit` are done.
 
     Each record is judged as it was pushed or imported with (the intake row's `judges`);
     `judges=False` turns the judges off for every record of this drain. Known documents and
-    BM25 statistics come from `collection`. Records are claimed and assessed `batch` at a time
-    (services.intake.batch: one embedding pass for all of them); each batch commits at once.
+    BM25 statistics come from `collection`. Records are claimed and assessed up to `batch` at a
+    time (fewer when they carry many contexts: _claim; services.intake.batch embeds them
+    together); each batch commits at once. `max_batches` stops the drain after that many.
     """
     if batch < 1:
         raise InputError("assess at least one record a batch")
@@ -154,10 +162,12 @@ def process_queue(*, limit: int | None = None, judges: bool = True, on_progress:
     total = min(total, limit) if limit is not None else total
     assessed = failed = 0
     queued_when_empty = None
-    while limit is None or assessed + failed < limit:
+    batches = 0
+    while (limit is None or assessed + failed < limit) and (max_batches is None or batches < max_batches):
+        batches += 1
         wanted = batch if limit is None else min(batch, limit - assessed - failed)
         with transaction(settings) as session:
-            claimed = next_queued(wanted, session=session)
+            claimed = _claim(wanted, session=session)
             outcomes = _assess_claimed(claimed, judges=judges, collection=collection, backend=backend,
                                        profile=profile, judge_model=judge_model, settings=settings, session=session)
             queued = None if claimed else count_queued(session=session)
@@ -176,6 +186,17 @@ def process_queue(*, limit: int | None = None, judges: bool = True, on_progress:
     with transaction(settings) as session:
         remaining = count_queued(session=session)
     return ProcessSummary(assessed, failed, remaining)
+
+
+def _claim(most: int, *, session: Session) -> list[QueuedRecord]:
+    """Up to `most` records, claimed CLAIM_STEP at a time until they carry PASS_TEXTS texts."""
+    claimed = next_queued(min(most, CLAIM_STEP), session=session)
+    while claimed and len(claimed) < most and sum(len(r.run.contexts) + 2 for r in claimed) < PASS_TEXTS:
+        more = next_queued(min(most - len(claimed), CLAIM_STEP), session=session, skip=[r.intake_id for r in claimed])
+        if not more:  # the queue is empty (or what was claimed no longer validated): assess what is claimed
+            break
+        claimed.extend(more)
+    return claimed
 
 
 def _assess_claimed(claimed: Sequence[QueuedRecord], *, judges: bool, collection: str, backend: AnswerBackend,

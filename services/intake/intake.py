@@ -190,10 +190,11 @@ SELECT app FROM apps WHERE app IS NOT NULL
 """)
 # SKIP LOCKED: rows another worker has claimed are passed over, not waited for, so any
 # number of assessors can drain the queue without taking the same record twice. Rows this
-# transaction locked itself are not skipped: a second round starts after the first's.
+# transaction locked itself are not skipped: a second round starts after the first's, and a
+# second claim in one transaction names what it holds (:skip).
 _CLAIM_OF_APP = text("""
 SELECT id, app, trace_id, source, received_at, payload, judges FROM run_intake
-WHERE status = 'queued' AND app = :app AND id > :after ORDER BY id LIMIT :limit
+WHERE status = 'queued' AND app = :app AND id > :after AND id <> ALL(CAST(:skip AS bigint[])) ORDER BY id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 """)
 
@@ -221,19 +222,20 @@ class AppTurns:
 _TURNS = AppTurns()
 
 
-def next_queued(limit: int, *, session: Session) -> list[QueuedRecord]:
+def next_queued(limit: int, *, session: Session, skip: Sequence[int] = ()) -> list[QueuedRecord]:
     """Claim up to `limit` queued records for this session's transaction, taking turns over
     the apps that have records waiting (each app's oldest first): one app's flood does not
     hold back another app's records.
 
     They stay claimed (row-locked) until the transaction ends: mark each assessed or failed
     in it, and a rollback hands them back to the queue. A payload that no longer validates
-    is marked failed here, with the reason, and not returned.
+    is marked failed here, with the reason, and not returned. `skip`: ids this transaction
+    has claimed already (its own locks do not make SKIP LOCKED pass over them).
     """
     if limit < 1:
         raise InputError("claim at least one record")
     order = _TURNS.order([row.app for row in session.execute(_QUEUED_APPS)])
-    by_app = _claim_in_turns(order, limit, session=session)
+    by_app = _claim_in_turns(order, limit, skip=list(skip), session=session)
     rows = [by_app[app][k] for k in range(max(map(len, by_app.values()), default=0)) for app in order
             if k < len(by_app.get(app, ()))]  # round robin: each app's first, then each app's second, ...
     if rows:
@@ -249,7 +251,7 @@ def next_queued(limit: int, *, session: Session) -> list[QueuedRecord]:
     return claimed
 
 
-def _claim_in_turns(order: list[str], limit: int, *, session: Session) -> dict[str, list[Any]]:
+def _claim_in_turns(order: list[str], limit: int, *, skip: list[int], session: Session) -> dict[str, list[Any]]:
     """`limit` rows shared out over the apps in turn order (the first in turn get the remainder);
     what an app cannot fill (fewer queued, or claimed by another worker) goes round again."""
     by_app: dict[str, list[Any]] = {}
@@ -260,7 +262,7 @@ def _claim_in_turns(order: list[str], limit: int, *, session: Session) -> dict[s
         for index, app in enumerate(wanting):
             asked = share + (index < extra)
             after = by_app[app][-1].id if by_app.get(app) else 0
-            got = session.execute(_CLAIM_OF_APP, {"app": app, "after": after, "limit": asked}).all() if asked else []
+            got = session.execute(_CLAIM_OF_APP, {"app": app, "after": after, "limit": asked, "skip": skip}).all() if asked else []
             by_app.setdefault(app, []).extend(got)
             remaining -= len(got)
             if len(got) == asked:  # it may have more
