@@ -6,10 +6,14 @@ session has run st.navigation, so a deep link opened first on a fresh server ski
 
 import streamlit as st
 
+from app_pages._tuning_state import preload_run_matrix
 from app_pages.common import render_sidebar, require_sign_in
+from services.settings import get_settings
 
 st.set_page_config(page_title="RAG Confidence Workbench", page_icon=":material/fact_check:", layout="wide")
 require_sign_in()
+if get_settings().tuning_preload:
+    preload_run_matrix()
 navigation = st.navigation({
     "Start": [st.Page("app_pages/home.py", title="Start here", icon=":material/waving_hand:", default=True)],
     "Answer": [

@@ -62,6 +62,17 @@ class KeptMatrices:
             self._start(lambda: self._reload(epoch))
         return kept[1]
 
+    def preload(self, epoch: Callable[[], str]) -> None:
+        """Load the matrix of the store `epoch()` names in the background, unless one is kept: a
+        page opened meanwhile waits for this load (the first-load lock), not for one of its own."""
+        def work() -> None:
+            try:
+                self.get(epoch())
+            except Exception:  # no page to show it on: logged; the first open loads it then
+                _log.exception("preloading the Tuning page's run matrix failed; the page will load it when opened")
+
+        self._start(work)
+
     def age_s(self, epoch: str) -> float | None:
         kept = self._kept.get(epoch)
         return None if kept is None else self._clock() - kept[0]
@@ -85,6 +96,20 @@ class KeptMatrices:
 
 
 _MATRICES = KeptMatrices(load_run_matrix, ttl_s=MATRIX_TTL_S)
+_PRELOAD_ONCE = threading.Lock()
+_preloaded = False
+
+
+def preload_run_matrix() -> None:
+    """Once per process (app.py, every session's first run calls it): the Tuning page's matrix loads
+    in a background thread, so the first reviewer to open the page does not wait for it (at a
+    million runs about 1 s of CPU and 124 MB; TUNING_PRELOAD=false turns it off)."""
+    global _preloaded
+    with _PRELOAD_ONCE:
+        if _preloaded:
+            return
+        _preloaded = True
+    _MATRICES.preload(run_store_epoch)
 
 
 def cached_run_matrix() -> RunMatrix:

@@ -98,6 +98,11 @@ class Settings(StoreSettings):
     retention_older_than: str = Field(default="90d", pattern=r"(?i)^\s*\d+\s*(d|days?|w|weeks?)\s*$")
     retention_keep_reviewed: bool = True
 
+    # The app process loads the Tuning page's run matrix in the background when its first session
+    # starts, so the page's first open does not wait for it (about 1 s of CPU and 124 MB of memory
+    # at a million runs, bench/volume.py). Off: the first open loads it, behind a spinner.
+    tuning_preload: bool = True
+
     # The answering loop's thresholds (services.answering.presets.configured): unset, each is the
     # preset's; set, it holds for every preset (`workbench ask` options override it per run).
     # A run stores the values it ran with in its config.

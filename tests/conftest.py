@@ -27,6 +27,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Refusals are answered at once in tests (many send no key on purpose); the delay itself is
 # tested on its own app (tests/api/test_api_authenticate_first.py).
 os.environ["API_REFUSAL_DELAY_MS"] = "0"
+# No background matrix load racing the tests' TRUNCATEs; the preload is tested on its own
+# (tests/pages/test_tuning_kept_matrix.py).
+os.environ["TUNING_PRELOAD"] = "false"
 
 
 @pytest.fixture(scope="session")

@@ -75,3 +75,63 @@ def test_each_store_has_its_own_and_clear_forgets_them() -> None:
     assert matrices.age_s("a") is None and matrices.age_s("c") == 0
     matrices.clear()
     assert matrices.age_s("b") is None and matrices.get("b") == "matrix 4"
+
+
+def test_a_preload_loads_in_the_background_and_the_first_open_then_waits_for_nothing() -> None:
+    loads: list[str] = []
+    clock, started = Clock(), []
+    matrices = kept(loads, clock, started)
+    matrices.preload(lambda: "store")
+    assert not loads and len(started) == 1  # nothing loaded in the caller's time
+    started[0]()
+    assert loads == ["matrix 1"] and matrices.age_s("store") == 0
+    assert matrices.get("store") == "matrix 1" and loads == ["matrix 1"]
+
+
+def test_a_failed_preload_keeps_nothing_and_the_page_loads_when_opened() -> None:
+    loads: list[str] = []
+    clock, started = Clock(), []
+    matrices = kept(loads, clock, started)
+
+    def store_down() -> str:
+        raise RuntimeError("store went away")
+
+    matrices.preload(store_down)
+    started[0]()  # logged, not raised: the thread has no page
+    assert matrices.age_s("store") is None
+    assert matrices.get("store") == "matrix 1"
+
+
+def test_the_app_preloads_the_stored_runs_matrix_once_per_process(clean_db, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    import app_pages._tuning_state as state
+    from services.scoring.run_matrix import run_store_epoch
+    from services.settings import get_settings
+    from tests.services.test_documents import store_six_runs
+
+    store_six_runs()
+    monkeypatch.setenv("TUNING_PRELOAD", "true")
+    get_settings.cache_clear()
+    matrices = KeptMatrices(state.load_run_matrix, ttl_s=300)
+    preloads: list[object] = []
+    real_preload = matrices.preload
+    monkeypatch.setattr(matrices, "preload", lambda epoch: (preloads.append(epoch), real_preload(epoch)))
+    monkeypatch.setattr(state, "_MATRICES", matrices)
+    monkeypatch.setattr(state, "_preloaded", False)
+    app = str(Path(__file__).resolve().parents[2] / "app.py")
+    before = set(threading.enumerate())
+    try:
+        AppTest.from_file(app, default_timeout=60).run()
+        for thread in set(threading.enumerate()) - before:
+            thread.join(timeout=60)
+        epoch = run_store_epoch()
+        assert matrices.age_s(epoch) is not None  # loaded by the preload, before any page asked
+        assert len(matrices.get(epoch)) == 6
+        AppTest.from_file(app, default_timeout=60).run()  # another session: no second preload
+        assert len(preloads) == 1
+    finally:
+        get_settings.cache_clear()
