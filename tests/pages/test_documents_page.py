@@ -66,8 +66,6 @@ def test_fix_first_table_chart_and_drill_down(three_runs):  # type: ignore[no-un
     assert bars["data"][0]["y"] == ["faq.md", "manual.md"] and bars["data"][0]["x"] == [0, 1]
     assert trend["layout"]["title"]["text"] == "manual.md: confidence per week"  # the first document is selected
 
-    assert not any(df.value.columns[0] == "run id" for df in page.dataframe)  # the runs are read when asked
-    page.toggle(key="documents.show_runs").set_value(True).run()
     runs = frame_by_first_column(page, "run id")
     assert runs["run id"].tolist() == [three_runs["low"], three_runs["flagged"]]
     assert runs["status"].tolist() == ["pending", "flagged"] and runs["cited"].tolist() == [False, True]
@@ -94,7 +92,6 @@ def test_an_approved_low_run_is_no_trouble_and_a_correction_is(clean_db):  # typ
     bars = _charts(page)[0]
     assert [t["x"] for t in bars["data"]] == [[1], [0], [1]]  # corrected; low and not approved: none; the rest
     assert {m.label: m.value for m in page.metric}["Flagged or corrected"] == "1"
-    page.toggle(key="documents.show_runs").set_value(True).run()
     assert set(frame_by_first_column(page, "run id")["run id"]) == {approved, corrected}
 
 
