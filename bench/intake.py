@@ -1,7 +1,8 @@
 """Intake assessment against its bound: queued records assessed with the judges on, and in the
 same run the bare embedding model encoding exactly those records' texts.
 
-    python bench/intake.py [--runs 400] [--shapes short,five] [--batch 32] [--profile DIR] [--data-dir DIR]
+    python bench/intake.py [--runs 400] [--shapes short,five] [--batch 128] [--torch-threads 1]
+                           [--profile DIR] [--data-dir DIR]
 
 Records are built from SQuAD 2.0 half-dev (../shared/data/squad2-halfdev; its text is read,
 never committed): an answerable question, its gold answer (every other record the whole
@@ -13,7 +14,8 @@ No context carries a dense similarity, so the assessment embeds every context, t
 and (for the judges) the answer: the records that cost the most to assess.
 
 Per shape, in one process and one store: the records are queued (accept_records, as POST
-/runs stores them), drained by process_queue with the judges on, `--batch` records a claim,
+/runs stores them), drained by process_queue with the judges on, at most `--batch` records a
+batch (services.intake.assess: fewer when they carry many contexts),
 timed from the first claim to the queue being empty; the bare model (services.retrieval.
 embedding.encode, one call, batch 64) encodes the records' distinct questions, answers and
 contexts just before and just after, and the bound is the mean of the two. The judge's sentence cache
@@ -21,6 +23,16 @@ is emptied before each shape, so nothing is encoded ahead of the clock. `ratio` 
 assessment runs/s over the bound's runs/s; the target is 0.7. Both figures come with the
 1-minute load average read beside them: on a shared machine only the ratio is comparable
 between runs.
+
+Where the time goes: `cpu_ms_per_run` splits the drain's CPU time by the function spending it
+(PARTS: the model, the judges, scoring and CRAG, the store's reads, writes and claims, and
+"other"), each part's time without the parts inside it; `encode_calls` counts the model's
+calls. `ratio_cpu_model_only` is the bound over the model alone encoding, in one call, every
+text the assessment encoded: the most the CPU ratio could be were everything else free.
+The bound encodes all `--runs` records in one call, and a call costs less a text the more texts
+it holds: an assessment in batches smaller than `--runs` pays that difference too.
+`--torch-threads 1` makes the CPU figures hold on a loaded machine (two threads spin while
+waiting on each other when one is descheduled, which counts as CPU time).
 
 Last stdout line: {"shapes": {shape: {...}}, ...}; each shape's line is printed as it ends.
 `--profile DIR` writes a cProfile of each shape's assessment to DIR/intake-<shape>.prof.
@@ -138,7 +150,6 @@ def _encode_seconds(texts: list[str], settings: Any) -> tuple[float, float]:
 PARTS = (
     ("services.judging.vectors", "encode", "model"),
     ("services.intake.batch", "_prepare", "db_read"),  # known documents and BM25 statistics
-    ("services.intake.batch", "prepare_batch", "db_read"),
     ("services.intake.batch", "stage_hits", "scoring_crag"),
     ("services.intake.batch", "judged_texts", "judges"),  # what the judges will embed, recorded
     ("services.intake.batch", "judge_staged", "judges"),  # the judges for real, and the blend
@@ -146,7 +157,6 @@ PARTS = (
     ("services.intake.assess", "_store", "db_write"),  # a record stored alone
     ("services.intake.assess", "next_queued", "db_claim"),
 )
-
 
 ENCODE_CALLS: dict[str, int] = {}  # the model's calls in the last drain
 
@@ -193,13 +203,12 @@ def _drain(settings: Any, batch: int) -> tuple[float, float, Any, list[str], dic
     from services.judging import vectors
 
     encoded: list[str] = []
-    calls = ENCODE_CALLS
-    calls.clear()
+    ENCODE_CALLS.clear()
     real_encode = vectors.encode
 
     def noting(name: str, texts: Any, **options: Any) -> Any:
         encoded.extend(texts)
-        calls["encode"] = calls.get("encode", 0) + 1
+        ENCODE_CALLS["encode"] = ENCODE_CALLS.get("encode", 0) + 1
         return real_encode(name, texts, **options)
 
     vectors.encode = noting  # type: ignore[assignment]  # the real model; the texts written down
