@@ -14,6 +14,7 @@ import numpy as np
 
 from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
+from services.judging._quotes import changed_quote
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.atoms import CONCISE_WORDS
 from services.judging.claims import answer_claims, is_abstention, is_concise
@@ -27,7 +28,7 @@ FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
     "question_coverage", "entity_coverage", "coverage_margin", "locality", "locality_margin", "type_fit",
     "option_margin", "option_relevance", "reversal", "contradiction", "similarity", "relevance", "evidence_margin",
-    "evidence_nearness", "concise",
+    "evidence_nearness", "concise", "quote_changed",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -54,6 +55,9 @@ class Reading:
     # already hold (a search-style query naming its answer), right far more often than wrong,
     # which would teach the model to trust a restated question. The judge caps it instead.
     adds_nothing: bool = False
+    # (the claim's words, the context's words they replace) when a claim quotes a context but
+    # for a word or three it swaps: "negative" for "positive", "2 + x" for "1 + x".
+    changed_quote: tuple[str, str] | None = None
 
 
 def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None,
@@ -103,6 +107,10 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         if embed is not None:
             features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed)
     features["reversal"] = float(any(r.reversal for r in read))
+    # Against the question without its options: the option a swap picks is not the question's word.
+    unoptioned = _without(question, expected.options)
+    swapped = next((c for c in (changed_quote(r.claim.text, contexts, unoptioned) for r in read) if c), None)
+    features["quote_changed"] = float(swapped is not None)
     found = contradiction(question, terms, [r.claim.text for r in read])
     if found is not None:
         features["contradiction"] = 1.0 if found.hard else 0.5
@@ -116,7 +124,7 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if entail is not None and adding:
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
-    return Reading(features, read, expected, False, found.reason if found else None, not adding)
+    return Reading(features, read, expected, False, found.reason if found else None, not adding, swapped)
 
 
 def log_odds(p: float) -> float:

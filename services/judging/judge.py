@@ -116,6 +116,8 @@ def _fault(reading: Reading) -> str | None:
     reversal = next((c.reversal for c in claims if c.reversal), None)
     if reversal is not None:
         return f"the answer {reversal_text(reversal)}"
+    if reading.changed_quote is not None:
+        return f"the answer quotes its context but {reversal_text(reading.changed_quote)}"
     if reading.adds_nothing:
         return "the answer only restates the question: it adds nothing to check"
     words = [w for c in claims for w in c.unsupported_words]

@@ -8,7 +8,8 @@ from typing import Any
 SUPPORTED, UNCERTAIN, UNSUPPORTED, ABSTAINED, UNCHECKED = "supported", "uncertain", "unsupported", "abstained", "unchecked"
 UNSUPPORTED_BELOW = 0.5  # P(supported) under this is labelled unsupported
 # An answer is grounded when no name or number it adds is missing from the contexts, none of
-# its words is turned around against its evidence, and the contexts hold this share of the
+# its words is turned around against its evidence (nor swapped in a sentence it otherwise
+# quotes: services.judging._quotes), and the contexts hold this share of the
 # other words it adds (a paraphrase may use a word or two of its own).
 GROUNDED_WORD_SUPPORT = 0.75
 
@@ -55,7 +56,7 @@ class Verdict:
 
 def grounded(features: dict[str, float]) -> bool:
     return (not features.get("unsupported_atom") and not features.get("reversal")
-            and features.get("word_support", 0.0) >= GROUNDED_WORD_SUPPORT)
+            and not features.get("quote_changed") and features.get("word_support", 0.0) >= GROUNDED_WORD_SUPPORT)
 
 
 def reversal_text(reversed_: tuple[str, str], where: str = "its context") -> str:

@@ -1,0 +1,61 @@
+"""A claim that quotes its context but for a word or three it swaps says what the context does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.judging import judge_answer
+from services.judging._quotes import changed_quote
+from services.judging.vectors import cached_embedder
+from services.judging.verdict import SUPPORTED
+
+PASSAGE = (
+    "Returns the sample frequencies. Unlike fftfreq the Nyquist frequency component is considered to be positive. "
+    "When multiple conditions are satisfied, the first one encountered in condlist is used. "
+    "One shape dimension can be -1. It returns a read-only view on the original array, equivalent to "
+    "multiplying `x1` by ``2**x2``."
+)
+QUESTION = "Is the Nyquist bin positive or negative for real input?"
+
+
+@pytest.fixture(scope="module")
+def embed():  # type: ignore[no-untyped-def]
+    return cached_embedder("all-MiniLM-L6-v2")
+
+
+def test_a_swapped_word_with_no_known_opposite_or_a_swapped_figure_is_a_changed_quote() -> None:
+    said = "Unlike fftfreq the Nyquist frequency component is considered to be negative."
+    assert changed_quote(said, ["Unrelated text.", PASSAGE]) == ("negative", "positive")
+    last = "When multiple conditions are satisfied, the last one encountered in condlist is used."
+    assert changed_quote(last, [PASSAGE]) == ("last", "first")
+    # At the claim's edge only a figure in a figure's place counts: "Three" for "One".
+    assert changed_quote("Three shape dimension can be -1.", [PASSAGE]) == ("three", "one")
+    assert changed_quote("equivalent to multiplying `x1` by ``4**x2``.", [PASSAGE]) == ("4", "2")
+    assert changed_quote("equivalent to multiplying x1 by 4x2.", [PASSAGE]) == ("4x2", "2 x2")  # markup stripped
+
+
+def test_a_quote_a_paraphrase_or_a_swap_that_changes_nothing_is_not() -> None:
+    assert changed_quote("Unlike fftfreq the Nyquist frequency component is considered to be positive.", [PASSAGE]) is None
+    # Markup the answer lost ("2**x2" read as "2x2") is the same characters, not a changed figure.
+    assert changed_quote("equivalent to multiplying `x1` by ``2**x2``.", [PASSAGE]) is None
+    assert changed_quote("equivalent to multiplying x1 by 2x2.", [PASSAGE]) is None
+    # A pronoun replaced by what it stands for, an opening word of the answer's own.
+    assert changed_quote("np.diagonal returns a read-only view on the original array.", [PASSAGE]) is None
+    assert changed_quote("Yes, the Nyquist frequency component is considered to be positive.", [PASSAGE]) is None
+    # A paraphrase changes too much to be read as a quote; a short phrase is not compared.
+    assert changed_quote("The Nyquist term counts as a positive frequency here, unlike in fftfreq.", [PASSAGE]) is None
+    assert changed_quote("considered to be negative", [PASSAGE]) is None
+
+
+def test_the_judge_names_the_swap_and_never_auto_accepts_it(embed) -> None:  # type: ignore[no-untyped-def]
+    question = "Which condition is used when several of them are satisfied?"
+    swapped = judge_answer(question, "When multiple conditions are satisfied, the newest one encountered in condlist is used.",
+                           [PASSAGE], embed=embed)
+    quoted = judge_answer(question, "When multiple conditions are satisfied, the first one encountered in condlist is used.",
+                          [PASSAGE], embed=embed)
+    # "newest" is in no list of opposites, and no word of either answer is missing from the context.
+    assert swapped.features["quote_changed"] == 1.0 and quoted.features["quote_changed"] == 0.0
+    assert swapped.features["reversal"] == 0.0 and swapped.features["unsupported_atom"] == 0.0
+    assert "quotes its context but says 'newest' where its context says 'first'" in swapped.reason
+    assert swapped.label != SUPPORTED and not swapped.grounded and quoted.grounded
+    assert quoted.p_supported > swapped.p_supported + 0.3
