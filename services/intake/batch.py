@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import numpy as np
 from sqlalchemy.exc import OperationalError
@@ -42,7 +43,13 @@ from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
 from services.intake.assessment import Assessment, Events, Staged, assessment_config, judge_staged, stage_hits
-from services.intake.context_scores import EXTERNAL_MODE, PreparedContexts, prepare_contexts
+from services.intake.context_scores import (
+    EXTERNAL_MODE,
+    KnownDocument,
+    PreparedContexts,
+    known_documents,
+    prepare_contexts,
+)
 from services.intake.schema import ExternalRun
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance
@@ -69,8 +76,10 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
     if len(judges) != len(records):
         raise ValueError("one judges flag per record")
     embed = cached_embedder(settings.embedding_model)
+    known = _known_of_batch(records, session=session, collection=collection)
     outcomes: list[Outcome | tuple[PreparedContexts, Events]] = [
-        _prepare(r, j, session=session, collection=collection, settings=settings) for r, j in zip(records, judges)]
+        _prepare(r, j, session=session, collection=collection, settings=settings, known=known)
+        for r, j in zip(records, judges)]
     dimension = model_dimension(settings.embedding_model)
     _prefetch(embed, [t for i, o in enumerate(outcomes) if isinstance(o, tuple)
                       for t in (*o[0].texts_to_encode, *_judged_without_contexts(o[0], records[i].answer, judges[i],
@@ -102,18 +111,35 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
     return [o if not isinstance(o, tuple) else RuntimeError("not assessed") for o in outcomes]
 
 
-def _prepare(record: ExternalRun, judges: bool, *, session: Session, collection: str,
-             settings: Settings) -> Outcome | tuple[PreparedContexts, Events]:
-    """What the store says of a record's contexts, under a savepoint: a statement that fails on
-    this record's data rolls back to it and leaves the batch's transaction usable."""
+def _known_of_batch(records: Sequence[ExternalRun], *, session: Session,
+                    collection: str) -> dict[str, KnownDocument] | None:
+    """The known documents of every record's contexts in one statement, under a savepoint; None
+    if it fails (each record then reads its own, and fails alone if it must)."""
+    ids = sorted({c.document_id for r in records for c in r.contexts if c.document_id})
     try:
         with session.begin_nested():
+            return known_documents(ids, collection, session)
+    except STORE_ERRORS:
+        raise
+    except Exception:
+        _log.warning("reading the known documents of a batch failed; reading them record by record", exc_info=True)
+        return None
+
+
+def _prepare(record: ExternalRun, judges: bool, *, session: Session, collection: str, settings: Settings,
+             known: dict[str, KnownDocument] | None = None) -> Outcome | tuple[PreparedContexts, Events]:
+    """What the store says of a record's contexts, under a savepoint when it runs a statement
+    (one naming no document `known` holds runs none): a statement that fails on this record's
+    data rolls back to it and leaves the batch's transaction usable."""
+    reads = known is None or any(c.document_id in known for c in record.contexts if c.document_id)
+    try:
+        with session.begin_nested() if reads else nullcontext():
             query = clean_query(record.question, max_chars=settings.max_query_chars)
             events = Events()
             events("assessment_start", f"Assessing an imported answer on its {len(record.contexts)} contexts",
                    contexts=len(record.contexts), judges=judges)
             prepared = prepare_contexts(query, record.contexts, collection=collection, settings=settings,
-                                        session=session, need_vectors=judges)
+                                        session=session, need_vectors=judges, known=known)
         return prepared, events
     except STORE_ERRORS:
         raise

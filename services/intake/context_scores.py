@@ -58,7 +58,7 @@ class ScoredContexts:
 
 
 @dataclass(frozen=True)
-class _Known:
+class KnownDocument:
     document_id: int
     title: str
 
@@ -123,12 +123,16 @@ class PreparedContexts:
 
 
 def prepare_contexts(query: str, contexts: Sequence[ExternalContext], *, collection: str, settings: Settings,
-                     session: Session, need_vectors: bool = False) -> PreparedContexts:
+                     session: Session, need_vectors: bool = False,
+                     known: dict[str, KnownDocument] | None = None) -> PreparedContexts:
     """What the store says of the record's contexts (their documents in `collection`, the BM25
-    evidence of the known ones); nothing is encoded yet."""
+    evidence of the known ones); nothing is encoded yet. `known`: known_documents of at least
+    these contexts' document ids, read beforehand (a batch reads its records' in one statement);
+    a statement is then run only for a record with a known document."""
     given = [contexts[i] for i in sorted(range(len(contexts)),
                                          key=lambda i: (contexts[i].rank is None, contexts[i].rank or 0, i))]
-    known = _known_documents([c.document_id for c in given if c.document_id], collection, session)
+    if known is None:
+        known = known_documents([c.document_id for c in given if c.document_id], collection, session)
     titles = [known[c.document_id].title if c.document_id in known else "" for c in given]
     indexed = [indexed_text(title, c.text) for title, c in zip(titles, given)]
     known_at = [i for i, c in enumerate(given) if c.document_id in known]
@@ -187,7 +191,7 @@ def _provenance(given: Sequence[ExternalContext], known: int, collection: str,
     return scores, not_computed
 
 
-def _document_ids(given: Sequence[ExternalContext], known: dict[str, _Known]) -> list[int]:
+def _document_ids(given: Sequence[ExternalContext], known: dict[str, KnownDocument]) -> list[int]:
     """The corpus's id for a known document; otherwise one negative id per distinct
     document_id or source, and one per context that names neither."""
     placeholders: dict[str, int] = {}
@@ -207,11 +211,12 @@ WHERE c.name = :collection AND d.external_id = ANY(:external_ids)
 """)
 
 
-def _known_documents(external_ids: list[str], collection: str, session: Session) -> dict[str, _Known]:
+def known_documents(external_ids: list[str], collection: str, session: Session) -> dict[str, KnownDocument]:
+    """The documents of `collection` among `external_ids`, by external id."""
     if not external_ids:
         return {}
     rows = session.execute(_KNOWN_DOCUMENTS, {"collection": collection, "external_ids": sorted(set(external_ids))})
-    return {row.external_id: _Known(row.id, row.title) for row in rows}
+    return {row.external_id: KnownDocument(row.id, row.title) for row in rows}
 
 
 # The search's stats / q / qt CTEs over postings given as arrays (the passages' own term
