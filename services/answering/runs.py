@@ -156,9 +156,10 @@ class Run:
         return data
 
 
-def save_run(run: Run, *, session: Session) -> int:
-    """Insert the run with its iterations, events and LLM calls (caller owns the transaction)."""
-    row = RunRow(
+def run_row_values(run: Run) -> dict[str, Any]:
+    """The runs row of `run`, column by column (save_run writes it; intake's batches write many at
+    once with these values, services.intake.store_runs)."""
+    return dict(
         query=run.query, preset=run.preset, collection=run.collection, source=run.source, backend=run.backend,
         model=run.model, status=run.status.value, final_answer=run.final_answer,
         citations=[asdict(c) for c in run.citations], final_confidence=run.final_confidence,
@@ -170,17 +171,39 @@ def save_run(run: Run, *, session: Session) -> int:
         weights_profile=run.weights_profile, config=run.config, outcome_note=run.outcome_note, latency_ms=run.latency_ms,
         trace_id=run.trace_id, external=run.external, p_supported=run.p_supported,
     )
-    session.add(row)
-    session.flush()
+
+
+@dataclass(frozen=True)
+class ChildRows:
+    """The run_iterations, llm_calls and run_events rows of a run stored as `run_id`."""
+
+    iterations: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+def child_row_values(run_id: int, run: Run) -> ChildRows:
+    iterations: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     for it in run.iterations:
         data = it.to_dict()
         data.pop("llm_calls")
-        session.add(RunIteration(run_id=row.id, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}))
-        for call in it.llm_calls:
-            session.add(LLMCallRow(run_id=row.id, iteration=it.ordinal, **call.to_dict()))
-    for ev in run.events:
-        session.add(RunEvent(run_id=row.id, seq=ev.seq, ts=ev.ts, elapsed_ms=ev.elapsed_ms,
-                             event_type=ev.event_type, message=ev.message, data=ev.data))
+        iterations.append({"run_id": run_id, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}})
+        calls.extend({"run_id": run_id, "iteration": it.ordinal, **call.to_dict()} for call in it.llm_calls)
+    events = [{"run_id": run_id, "seq": ev.seq, "ts": ev.ts, "elapsed_ms": ev.elapsed_ms, "event_type": ev.event_type,
+               "message": ev.message, "data": ev.data} for ev in run.events]
+    return ChildRows(iterations, calls, events)
+
+
+def save_run(run: Run, *, session: Session) -> int:
+    """Insert the run with its iterations, events and LLM calls (caller owns the transaction)."""
+    row = RunRow(**run_row_values(run))
+    session.add(row)
+    session.flush()
+    children = child_row_values(row.id, run)
+    session.add_all([RunIteration(**values) for values in children.iterations])
+    session.add_all([LLMCallRow(**values) for values in children.calls])
+    session.add_all([RunEvent(**values) for values in children.events])
     session.flush()
     return row.id
 
