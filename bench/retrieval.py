@@ -416,7 +416,8 @@ def _explain(settings, queries: list[str], vectors: np.ndarray, latencies: list[
     """Print EXPLAIN (ANALYZE, BUFFERS) of each mode's SQL for the median-latency hybrid query."""
     from sqlalchemy import text
 
-    from services.retrieval.search import SQL_BY_MODE, clean_query, default_params, statement_values
+    from services.retrieval.search import clean_query, default_params, statement_values
+    from services.retrieval.search_sql import SQL_BY_MODE
     from services.store import transaction
 
     pick = int(np.argsort(latencies)[len(latencies) // 2])

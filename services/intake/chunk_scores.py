@@ -25,7 +25,8 @@ from services.retrieval.rerank import rerank_hits
 
 # The search's own statements, up to and including its `fused` CTE, and its row-to-Hit
 # mapping: writing the legs a second time is how two numbers for one chunk would start to differ.
-from services.retrieval.search import HIT_COLUMNS, SQL_BY_MODE, SearchParams, clean_query, hit_from_row, widen_hnsw
+from services.retrieval.search import SearchParams, clean_query, hit_from_row, widen_hnsw
+from services.retrieval.search_sql import HIT_COLUMNS, SQL_BY_MODE
 from services.retrieval.text import tokenize
 from services.settings import Settings
 

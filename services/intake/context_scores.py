@@ -34,9 +34,9 @@ from services.intake.schema import ExternalContext
 from services.retrieval import embedding
 from services.retrieval.entities import extract_entities
 
-# search.py has no public "score these texts" entry point; these are its own BM25 CTEs and
+# The search has no public "score these texts" entry point; these are its own BM25 CTEs and
 # per-posting formula, so the numbers here are the search's, not a second implementation.
-from services.retrieval.search import BM25_CTES, BM25_IMPACT, COLLECTION_CTE
+from services.retrieval.search_sql import BM25_CTES, BM25_IMPACT, COLLECTION_CTE
 from services.retrieval.text import term_counts, tokenize
 from services.scoring.confidence import SINGLE_LEG_AGREEMENT
 from services.settings import Settings

@@ -12,7 +12,8 @@ from sqlalchemy import text
 from services.corpus.extract import SourceDocument
 from services.corpus.ingest import ingest_documents
 from services.retrieval import embedding
-from services.retrieval.search import SQL_BY_MODE, default_params, search_in_session, statement_values
+from services.retrieval.search import default_params, search_in_session, statement_values
+from services.retrieval.search_sql import SQL_BY_MODE
 from services.settings import Settings
 from services.store import transaction
 
@@ -37,8 +38,10 @@ def three_chunks(clean_db: None, settings: Settings) -> None:
 
 def _exact_order(session, settings: Settings) -> list[str]:  # type: ignore[no-untyped-def]
     """The documents by cosine similarity to QUERY, computed in numpy from the stored vectors."""
+    # This test's documents only: the session's SQuAD collection stays between tests.
     rows = session.execute(text("SELECT d.external_id, c.embedding::text FROM chunks c "
-                                "JOIN documents d ON d.id = c.document_id")).all()
+                                "JOIN documents d ON d.id = c.document_id WHERE d.external_id = ANY(:names)"),
+                           {"names": list(TEXTS)}).all()
     query = np.asarray(embedding.encode(settings.embedding_model, [QUERY])[0])
     sims = {name: float(np.dot(query, v := np.asarray(json.loads(vec))) / np.linalg.norm(query) / np.linalg.norm(v))
             for name, vec in rows}

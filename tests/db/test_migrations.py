@@ -134,7 +134,7 @@ _CORPUS_0008 = (
 
 def test_0009_partitions_existing_chunks_and_postings_by_collection_and_keeps_them_searchable(
         scratch_engine: Engine) -> None:
-    from services.retrieval.search import SQL_BY_MODE
+    from services.retrieval.search_sql import SQL_BY_MODE
 
     _migrate(scratch_engine, "0008")
     with scratch_engine.begin() as conn:

@@ -11,7 +11,8 @@ from sqlalchemy import Engine, text
 from services.corpus.extract import SourceDocument
 from services.corpus.ingest import ingest_documents
 from services.corpus.stats import delete_document
-from services.retrieval.search import SQL_BY_MODE, clean_query, default_params, search, statement_values
+from services.retrieval.search import clean_query, default_params, search, statement_values
+from services.retrieval.search_sql import SQL_BY_MODE
 from services.settings import Settings
 from services.store import transaction
 

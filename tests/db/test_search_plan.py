@@ -8,7 +8,8 @@ from sqlalchemy import text
 
 from services.corpus.extract import SourceDocument
 from services.corpus.ingest import ingest_documents
-from services.retrieval.search import BM25_SQL, clean_query, default_params, statement_values
+from services.retrieval.search import clean_query, default_params, statement_values
+from services.retrieval.search_sql import BM25_SQL
 from services.settings import Settings
 from services.store import transaction
 

@@ -17,7 +17,8 @@ from sqlalchemy import text
 from services.corpus.indexing import indexed_text
 from services.errors import InputError
 from services.retrieval import embedding
-from services.retrieval.search import BM25_CTES, COLLECTION_CTE, SCANNED_TERMS, default_params, search
+from services.retrieval.search import default_params, search
+from services.retrieval.search_sql import BM25_CTES, COLLECTION_CTE, SCANNED_TERMS
 from services.retrieval.text import tokenize
 
 DEPTH = 50

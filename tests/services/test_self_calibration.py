@@ -19,7 +19,8 @@ from services.corpus.ingest import ingest_documents
 from services.domain import RETRIEVAL_MODES
 from services.errors import InputError
 from services.evaluation.beir import BeirFiles, evaluate_beir
-from services.retrieval.search import LEG_SCORES, default_params, search
+from services.retrieval.search import default_params, search
+from services.retrieval.search_sql import LEG_SCORES
 from services.retrieval.text import STOPWORDS, tokenize
 from services.scoring.confidence import retrieval_metrics, score_retrieval
 from services.scoring.mapping import ConfidenceMapping
