@@ -313,13 +313,6 @@ def test_script_tags_in_question_answer_and_comment_are_shown_as_text(demo_runs)
 
 # --- pure helpers ----------------------------------------------------------------------------
 
-def review_page():  # type: ignore[no-untyped-def]
-    """The page module itself, for its pure helpers (main() only runs under Streamlit)."""
-    from app_pages import review
-
-    return review
-
-
 def test_queue_filters_map_the_widgets_and_reject_a_backwards_range():
     from app_pages import _review_find as page  # the Review page's filters live there
     from services.domain import STATUSES
