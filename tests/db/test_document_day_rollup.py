@@ -16,6 +16,7 @@ from sqlalchemy import text
 from services.review.document_trends_check import document_trends_from_runs
 from services.review.documents import DocumentTrend, document_trends
 from services.store import transaction
+from tests.db._bulk_writes import copy_runs_by_copy, copy_runs_by_statement
 from tests.services.test_documents import at, make_run, store, store_six_runs
 
 FILTERS: tuple[dict[str, object], ...] = (
@@ -95,28 +96,9 @@ def test_a_changed_best_iteration_and_its_hits_are_followed(runs):  # type: igno
 
 
 def test_runs_written_many_in_one_statement_and_by_copy_are_counted(runs):  # type: ignore[no-untyped-def]
-    columns = ("query, preset, collection, source, backend, model, status, final_answer, citations, final_confidence, "
-               "final_level, retrieval_confidence, components, signals, route, best_iteration, iterations_count, "
-               "weights_profile, config, outcome_note, latency_ms, created_at")
-    with transaction() as session:  # copies of B and D, as bench/_volume_build.py writes runs: many per statement
-        shifted = columns.replace("created_at", "created_at + interval '1 day'")
-        session.execute(text(f"INSERT INTO runs ({columns}) SELECT {shifted} FROM runs WHERE id IN (:b, :d)"),
-                        {"b": runs["B"], "d": runs["D"]})
-        session.execute(text(
-            "INSERT INTO run_iterations (run_id, ordinal, query_used, sub_queries, retrieval, components, raw_metrics, "
-            "retrieval_confidence, confidence, level, answer, citations, gaps, decision, decision_reason, signals, "
-            "latency_ms, errors) SELECT n.id, it.ordinal, it.query_used, it.sub_queries, it.retrieval, it.components, "
-            "it.raw_metrics, it.retrieval_confidence, it.confidence, it.level, it.answer, it.citations, it.gaps, "
-            "it.decision, it.decision_reason, it.signals, it.latency_ms, it.errors "
-            "FROM runs n JOIN runs o ON o.query = n.query AND o.id IN (:b, :d) AND n.id > o.id "
-            "JOIN run_iterations it ON it.run_id = o.id"), {"b": runs["B"], "d": runs["D"]})
-        driver = session.connection().connection.driver_connection
-        assert driver is not None
-        with driver.cursor() as cursor:
-            with cursor.copy(f"COPY (SELECT {columns} FROM runs WHERE id = {runs['C']}) TO STDOUT") as out:
-                row = b"".join(bytes(block) for block in out)
-            with cursor.copy(f"COPY runs ({columns}) FROM STDIN") as into:
-                into.write(row)
+    with transaction() as session:
+        copy_runs_by_statement(session, [runs["B"], runs["D"]])
+        copy_runs_by_copy(session, [runs["C"]])
     assert_rollup_matches_runs()
     with transaction() as session:
         b = {t.external_id: t for t in document_trends(collection="default", session=session)}["b"]

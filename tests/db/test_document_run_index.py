@@ -17,6 +17,7 @@ from services.review.document_trends_check import document_runs_from_runs, docum
 from services.review.documents import DocumentRun, document_runs
 from services.review.retention import prune
 from services.store import transaction
+from tests.db._bulk_writes import copy_runs_by_copy, copy_runs_by_statement
 from tests.services.test_documents import _outside_run, at, store, store_six_runs
 
 WINDOWS: tuple[dict[str, Any], ...] = (
@@ -100,26 +101,9 @@ def test_a_run_moved_to_another_month_and_deleted_runs(runs: dict[str, int]) -> 
 
 
 def test_runs_written_many_in_a_statement_and_by_copy(runs: dict[str, int]) -> None:
-    columns = ("query, preset, collection, source, backend, model, status, final_answer, citations, final_confidence, "
-               "final_level, retrieval_confidence, components, signals, route, best_iteration, iterations_count, "
-               "weights_profile, config, outcome_note, latency_ms, created_at")
-    shifted = columns.replace("created_at", "created_at + interval '1 day'")
-    _update(f"INSERT INTO runs ({columns}) SELECT {shifted} FROM runs WHERE id IN (:b, :d)", b=runs["B"], d=runs["D"])
-    _update("INSERT INTO run_iterations (run_id, ordinal, query_used, sub_queries, retrieval, components, raw_metrics, "
-            "retrieval_confidence, confidence, level, answer, citations, gaps, decision, decision_reason, signals, "
-            "latency_ms, errors) SELECT n.id, it.ordinal, it.query_used, it.sub_queries, it.retrieval, it.components, "
-            "it.raw_metrics, it.retrieval_confidence, it.confidence, it.level, it.answer, it.citations, it.gaps, "
-            "it.decision, it.decision_reason, it.signals, it.latency_ms, it.errors "
-            "FROM runs n JOIN runs o ON o.query = n.query AND o.id IN (:b, :d) AND n.id > o.id "
-            "JOIN run_iterations it ON it.run_id = o.id", b=runs["B"], d=runs["D"])
     with transaction() as session:
-        driver = session.connection().connection.driver_connection
-        assert driver is not None
-        with driver.cursor() as cursor:
-            with cursor.copy(f"COPY (SELECT {columns} FROM runs WHERE id = {runs['C']}) TO STDOUT") as out:
-                row = b"".join(bytes(block) for block in out)
-            with cursor.copy(f"COPY runs ({columns}) FROM STDIN") as into:
-                into.write(row)
+        copy_runs_by_statement(session, [runs["B"], runs["D"]])
+        copy_runs_by_copy(session, [runs["C"]])
     found = assert_index_matches_runs()
     assert len(found[("default", "b")]) == 4  # A, C, D and D's copy (C's copy has no iterations: cites z only)
 

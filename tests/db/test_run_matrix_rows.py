@@ -18,6 +18,7 @@ from services.review.retention import prune
 from services.scoring.blend import REFLECTION_MIN_SCORE
 from services.scoring.run_matrix import RunMatrix, load_run_matrix, run_store_epoch
 from services.store import transaction
+from tests.db._bulk_writes import copy_runs_by_copy
 from tests.services.test_tuning import DEFAULT_PROFILE, _save
 
 # The matrix as the runs themselves give it (what load_run_matrix read before 0017).
@@ -114,13 +115,7 @@ def test_runs_written_many_in_a_statement_and_by_copy(runs: list[int]) -> None:
                "best_iteration, iterations_count, weights_profile, config, outcome_note, latency_ms, created_at")
     _update(f"INSERT INTO runs ({columns}) SELECT {columns} FROM runs WHERE id <= :id", id=runs[4])
     with transaction() as session:
-        driver = session.connection().connection.driver_connection
-        assert driver is not None
-        with driver.cursor() as cursor:
-            with cursor.copy(f"COPY (SELECT {columns} FROM runs WHERE id IN ({runs[8]}, {runs[9]})) TO STDOUT") as out:
-                rows = b"".join(bytes(block) for block in out)
-            with cursor.copy(f"COPY runs ({columns}) FROM STDIN") as into:
-                into.write(rows)
+        copy_runs_by_copy(session, [runs[8], runs[9]], columns)
     assert_matrix_matches_runs(at_least=27)
 
 

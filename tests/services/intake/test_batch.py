@@ -87,7 +87,9 @@ def test_a_batch_gives_each_record_what_it_gets_alone(corpus, settings):  # type
     assert len({round(a.iteration.confidence, 6) for a in alone}) >= 5
 
 
-def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, monkeypatch):  # type: ignore[no-untyped-def]  # noqa: F811
+@pytest.fixture()
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The texts of each call to the real model, from a fresh embedder on."""
     _fresh_embedder()
     calls: list[list[str]] = []
     real_encode = vectors.encode
@@ -96,7 +98,11 @@ def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, monkeypatch)
         calls.append(list(texts))
         return real_encode(name, texts, **options)
 
-    monkeypatch.setattr(vectors, "encode", counting)  # the real model, its calls counted
+    monkeypatch.setattr(vectors, "encode", counting)
+    return calls
+
+
+def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls):  # type: ignore[no-untyped-def]  # noqa: F811
     with transaction() as session:
         together = assess_batch(_runs(), judges=JUDGES, session=session, collection="default",
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
@@ -131,18 +137,9 @@ def test_a_record_that_fails_fails_alone_and_its_batch_is_stored(corpus, setting
     assert all(r.run_id is not None for r in rows[:4])
 
 
-def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, monkeypatch):  # type: ignore[no-untyped-def]  # noqa: F811
+def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, calls):  # type: ignore[no-untyped-def]  # noqa: F811
     """The judges read a one-sentence chunk's sentence, already encoded as the context: the
     first pass (contexts, questions, claims) is all the model is asked for."""
-    _fresh_embedder()
-    calls: list[list[str]] = []
-    real_encode = vectors.encode
-
-    def counting(name: str, texts: Sequence[str], **options):  # type: ignore[no-untyped-def]
-        calls.append(list(texts))
-        return real_encode(name, texts, **options)
-
-    monkeypatch.setattr(vectors, "encode", counting)
     runs = [ExternalRun.model_validate({"question": "Which alarm warns of a low backup battery?", "answer": "SRVO-062",
                                         "contexts": [{"text": "SRVO-062 warns that the pulsecoder backup battery is low."}]}),
             ExternalRun.model_validate({"question": "How often is the J2 reducer grease replaced?",
