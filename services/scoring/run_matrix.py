@@ -178,8 +178,8 @@ SELECT coalesce((SELECT string_agg(CAST(pg_relation_filenode(relid) AS text), ',
 def run_store_epoch(*, session: Session | None = None) -> str:
     """Which store and which life of its runs table: it changes when the table is emptied with
     TRUNCATE (new files) or a month is dropped or added, or the store is another, not when runs
-    are added. A kept matrix keyed
-    by it is never one of another store's, and is reloaded on its own schedule otherwise."""
+    are added. A kept matrix keyed by it is never one of another store's, and is reloaded on its
+    own schedule otherwise."""
     if session is None:
         with read_transaction() as own:
             return run_store_epoch(session=own)
