@@ -168,8 +168,8 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
         session.execute(text("ANALYZE retention_gone"))
         for child in _GONE_CHILDREN:
             removed[child] = session.execute(text(_GONE_CHILDREN[child])).rowcount  # type: ignore[attr-defined]
-        for kept in _KEPT_BY_TRIGGERS.values():
-            session.execute(text(kept))
+        for table in _KEPT_BY_TRIGGERS:
+            session.execute(text(_KEPT_BY_TRIGGERS[table]))
         # The table goes last: dropping or detaching it locks runs until the commit.
         if gone == total:
             session.execute(text("SELECT runs_month_drop(:low)"), {"low": low})
