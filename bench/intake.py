@@ -147,11 +147,14 @@ def _encode_seconds(texts: list[str], settings: Any) -> tuple[float, float]:
 # part). A part's time excludes the parts called inside it (the model inside a judge is the
 # model's), so the parts add up to the drain's CPU time, "other" (commits, the loop, building
 # the runs) being the rest.
+# The judge's two calls of the model: texts read alone, and contexts read with their sentences' tokens.
+MODEL_CALLS = ("encode", "encode_tokens")
 PARTS = (
     ("services.judging.vectors", "encode", "model"),
+    ("services.judging.vectors", "encode_tokens", "model"),
     ("services.intake.batch", "_prepare", "db_read"),  # known documents and BM25 statistics
     ("services.intake.batch", "stage_hits", "scoring_crag"),
-    ("services.intake.batch", "judged_texts", "judges"),  # what the judges will embed, recorded
+    ("services.intake.batch", "record_judges", "judges"),  # what the judges will embed, recorded
     ("services.intake.batch", "judge_staged", "judges"),  # the judges for real, and the blend
     ("services.intake.assess", "store_runs", "db_write"),  # the batch's runs and intake rows
     ("services.intake.assess", "_store", "db_write"),  # a record stored alone
@@ -204,14 +207,17 @@ def _drain(settings: Any, batch: int) -> tuple[float, float, Any, list[str], dic
 
     encoded: list[str] = []
     ENCODE_CALLS.clear()
-    real_encode = vectors.encode
+    real = {name: getattr(vectors, name) for name in MODEL_CALLS}
 
-    def noting(name: str, texts: Any, **options: Any) -> Any:
-        encoded.extend(texts)
-        ENCODE_CALLS["encode"] = ENCODE_CALLS.get("encode", 0) + 1
-        return real_encode(name, texts, **options)
+    def noting(call: Any) -> Any:
+        def noted(name: str, texts: Any, **options: Any) -> Any:
+            encoded.extend(texts)
+            ENCODE_CALLS["encode"] = ENCODE_CALLS.get("encode", 0) + 1
+            return call(name, texts, **options)
+        return noted
 
-    vectors.encode = noting  # type: ignore[assignment]  # the real model; the texts written down
+    for name, call in real.items():  # the real model; the texts written down
+        setattr(vectors, name, noting(call))
     parts = CpuParts()
     originals = []
     for module_name, attribute, part in PARTS:  # each wrapped where its caller looks it up
@@ -228,7 +234,8 @@ def _drain(settings: Any, batch: int) -> tuple[float, float, Any, list[str], dic
     finally:
         for module, attribute, original in reversed(originals):
             setattr(module, attribute, original)
-        vectors.encode = real_encode
+        for name, call in real.items():
+            setattr(vectors, name, call)
 
 
 def _tokens(texts: list[str], settings: Any) -> int:

@@ -7,23 +7,24 @@ sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A ba
 
 1. for every record's contexts and question (what the dense similarities need) and what its
    judges embed whatever chunks CRAG keeps (the answer's claims, alone and read with the
-   question), in one encode into the judge's sentence cache
-   (services.judging.vectors.cached_embedder); what the judges embed is learned by running
-   the judge's own public functions with an embedder that only writes the texts down;
-2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges embed
-   of the chunks CRAG keeps (their sentences), recorded the same way; only the texts not yet
-   encoded go to the model, so a batch whose chunks are single sentences (already encoded as
-   contexts) is done in the first pass.
+   question), in one call into the judge's cache (services.judging.vectors.SentenceEmbedder);
+   a context encoded there is read with its tokens, so the judges' reading of its sentences
+   (each the mean of its tokens in that pass) costs no second look. What the judges embed is
+   learned by running the judge's own public functions with an embedder that only writes down
+   what it is asked for (_Recording);
+2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges read of
+   the chunks CRAG keeps, recorded the same way: only a kept chunk not read in the first call
+   (one whose title travels with it for its similarity, or whose similarity was given) goes to
+   the model, whole, once.
 
-The judges, run for real, find their texts in the cache. Recording on every context instead
-of CRAG's chunks would make one pass of every batch, but CRAG drops contexts often enough that
-the sentences of dropped ones cost more than the second call (bench/intake.py, five contexts:
-714 model tokens a run against 609). The cache is shared, so a text both sides embed (the
-question, a one-sentence context) is encoded once. A text the recording missed is encoded when
-the judge asks, as it always was: the recording decides only what is encoded early, never what
-a record gets. Each record's result is the one it gets alone, to the float noise of encoding a
-text beside others (a vector component moves by about 1e-7: padding changes the kernels'
-summation order).
+The judges, run for real, find their vectors in the cache. Passing every context in the first
+call would make one call of every batch, but CRAG drops contexts often enough that reading
+dropped ones costs more than the second call. The cache is shared, so a text both sides embed
+(the question, a one-sentence context) is encoded once. A text the recording missed is encoded
+when the judge asks, as it always was: the recording decides only what is encoded early, never
+what a record gets. Each record's result is the one it gets alone, to the float noise of
+encoding a text beside others (a vector component moves by about 1e-7: padding changes the
+kernels' summation order).
 
 A record that fails is returned as its exception and the others go on; a store that fails
 raises (STORE_ERRORS): nothing of the batch can be stored then.
@@ -53,9 +54,9 @@ from services.intake.context_scores import (
 from services.intake.schema import ExternalRun
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance
-from services.judging.features import Embed
+from services.judging.evidence import ContextSentence
 from services.judging.model import JudgeModel
-from services.judging.vectors import cached_embedder
+from services.judging.vectors import SentenceEmbedder, cached_embedder
 from services.retrieval.embedding import model_dimension
 from services.retrieval.search import clean_query
 from services.scoring.profiles import ScoringProfile
@@ -81,9 +82,16 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
         _prepare(r, j, session=session, collection=collection, settings=settings, known=known)
         for r, j in zip(records, judges)]
     dimension = model_dimension(settings.embedding_model)
-    _prefetch(embed, [t for i, o in enumerate(outcomes) if isinstance(o, tuple)
-                      for t in (*o[0].texts_to_encode, *_judged_without_contexts(o[0], records[i].answer, judges[i],
-                                                                                   dimension))])
+    first = _Recording(dimension)
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, tuple):
+            prepared = outcome[0]
+            first.texts.extend(prepared.texts_to_encode)
+            if judges[i]:  # a context encoded anyway is read with its sentences, which the judges may read
+                first.contexts.extend(c.text for c in prepared.given if c.text in prepared.texts_to_encode)
+                record_judges(prepared.query, records[i].answer, [], assessment_config(judges=True, mode=EXTERNAL_MODE),
+                              first)
+    _prefetch(embed, first)
 
     staged: dict[int, tuple[Staged, PreparedContexts]] = {}
     for i, outcome in enumerate(outcomes):
@@ -96,11 +104,12 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
                                         events=events, judge_model=judge_model), prepared)
             except Exception as exc:  # this record's: the others go on
                 outcomes[i] = exc
-    # What the judges embed of CRAG's chunks: their sentences (most of them already encoded
-    # when a chunk is one sentence; then the model is not called again).
-    _prefetch(embed, [t for i, (stage, _) in staged.items()
-                      for t in judged_texts(stage.query, records[i].answer, [c.text for c in stage.chunks], stage.config,
-                                            dimension)])
+    # What the judges read of CRAG's chunks: their sentences (already read when the chunk was
+    # encoded for its similarity; then the model is not called again).
+    second = _Recording(dimension)
+    for i, (stage, _) in staged.items():
+        record_judges(stage.query, records[i].answer, [c.text for c in stage.chunks], stage.config, second)
+    _prefetch(embed, second)
 
     for i, (stage, prepared) in staged.items():
         try:
@@ -147,41 +156,45 @@ def _prepare(record: ExternalRun, judges: bool, *, session: Session, collection:
         return exc
 
 
-def _judged_without_contexts(prepared: PreparedContexts, answer: str, judges: bool, dimension: int) -> list[str]:
-    """What the judges will embed for `answer` whatever contexts CRAG keeps: its claims, read
-    alone and with the question."""
-    config = assessment_config(judges=judges, mode=EXTERNAL_MODE)
-    return judged_texts(prepared.query, answer, [], config, dimension)
+class _Recording:
+    """An embedder that only writes down what it is asked for: texts to read alone, and the
+    contexts whose sentences are read in them (services.judging.vectors.SentenceEmbedder)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.texts: list[str] = []
+        self.contexts: list[str] = []
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.zeros((len(texts), self.dimension), dtype=np.float32)
+
+    def in_context(self, contexts: Sequence[str], sentences: Sequence[ContextSentence]) -> np.ndarray:
+        self.contexts.extend(contexts[s.context] for s in sentences)
+        return np.zeros((len(sentences), self.dimension), dtype=np.float32)
 
 
-def judged_texts(query: str, answer: str, chunks: Sequence[str], config: FeatureConfig, dimension: int) -> list[str]:
-    """The texts the judges will embed for `answer` on `chunks` (their texts), as stages.judge
-    calls them: the verdict (services.judging.judge_answer), then the answer's relevance to the
-    question, which both the reflection read off the verdict and the offline grade use."""
+def record_judges(query: str, answer: str, chunks: Sequence[str], config: FeatureConfig, recording: _Recording) -> None:
+    """Write down in `recording` what the judges will embed for `answer` on `chunks` (their
+    texts), as stages.judge calls them: the verdict (services.judging.judge_answer), then the
+    answer's relevance to the question, which both the reflection read off the verdict and the
+    offline grade use. With no chunks, what they embed whatever CRAG keeps: the claims."""
     if not answer or not (config.enable_self_reflection or config.enable_answer_grading):
-        return []
-    asked: list[str] = []
-
-    def write_down(texts: list[str]) -> np.ndarray:
-        asked.extend(texts)
-        return np.zeros((len(texts), dimension), dtype=np.float32)
-
-    try:
-        judge_answer(query, answer, list(chunks), embed=write_down)
-        answer_relevance(query, answer, write_down)
-    except Exception:  # the judges, run for real, meet it again and fail the record with its reason
-        _log.debug("recording the judge's texts failed", exc_info=True)
-    return asked
-
-
-def _prefetch(embed: Embed, texts: list[str]) -> None:
-    """One encode of every distinct text into the judge's cache. If it fails, each record encodes
-    its own texts when it needs them, and fails alone if it must."""
-    wanted = list(dict.fromkeys(texts))
-    if not wanted:
         return
     try:
-        embed(wanted)
+        judge_answer(query, answer, list(chunks), embed=recording)
+        answer_relevance(query, answer, recording)
+    except Exception:  # the judges, run for real, meet it again and fail the record with its reason
+        _log.debug("recording the judge's texts failed", exc_info=True)
+
+
+def _prefetch(embed: SentenceEmbedder, recording: _Recording) -> None:
+    """One call of the model for everything recorded, into the judge's cache. If it fails, each
+    record encodes its own texts when it needs them, and fails alone if it must."""
+    if not recording.texts and not recording.contexts:
+        return
+    try:
+        embed.prefetch(recording.texts, recording.contexts)
     except Exception:
-        _log.warning("encoding a batch of %d texts at once failed; encoding record by record", len(wanted),
-                     exc_info=True)
+        _log.warning("encoding a batch of %d texts and %d contexts at once failed; encoding record by record",
+                     len(recording.texts), len(recording.contexts), exc_info=True)

@@ -66,11 +66,29 @@ def context_sentences(contexts: Sequence[str]) -> tuple[ContextSentence, ...]:
 _HARD_WRAP = re.compile(r"(?<![.!?:])[ \t]*\n[ \t]+(?=[a-z(\"'`])")
 
 
+def unwrapped(text: str) -> str:
+    """`text` with its hard-wrapped lines joined, as its sentences are read. Only whitespace
+    changes, so the embedding model reads the same tokens in both."""
+    return _HARD_WRAP.sub(" ", text)
+
+
+def sentence_spans(text: str) -> list[tuple[str, int, int]]:
+    """Each sentence of the context (as context_sentences gives it) with where it stands in
+    unwrapped(text): [start, end). A sentence the text does not hold verbatim is left out."""
+    joined, spans, cursor = unwrapped(text), [], 0
+    for sentence in _sentences_of(0, text):
+        start = joined.find(sentence.text, cursor)
+        if start >= 0:
+            cursor = start + len(sentence.text)
+            spans.append((sentence.text, start, cursor))
+    return spans
+
+
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     """The context's sentences, hard-wrapped lines joined first (reference docs wrap at ~80)."""
     found = []
-    for seg in segment_chunk(_HARD_WRAP.sub(" ", text)):
+    for seg in segment_chunk(unwrapped(text)):
         if seg.heading or not seg.scoring:
             continue
         found.append(ContextSentence(index, seg.quote.strip(), tuple(tokenize(seg.scoring))))

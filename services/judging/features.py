@@ -23,6 +23,9 @@ from services.judging.nli import Entail
 from services.retrieval.text import tokenize
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
+# context sentences -> unit vectors: read in their context where the embedder can
+# (services.judging.vectors.SentenceEmbedder.in_context), else alone
+SentenceVectors = Callable[[Sequence[ContextSentence]], np.ndarray]
 
 FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
@@ -105,7 +108,8 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if expected.kind == CHOICE:
         features["option_margin"] = _option_margin(expected, answer, terms, pool, avoid)
         if embed is not None:
-            features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed)
+            features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed,
+                                                             sentence_reader(embed, contexts))
     features["reversal"] = float(any(r.reversal for r in read))
     # Against the question without its options: the option a swap picks is not the question's word.
     unoptioned = _without(question, expected.options)
@@ -115,16 +119,26 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if found is not None:
         features["contradiction"] = 1.0 if found.hard else 0.5
     if embed is not None and adding:
-        features["similarity"] = _similarity(question, adding, embed)
+        sentences = sentence_reader(embed, contexts)
+        features["similarity"] = _similarity(question, adding, embed, sentences)
         features["relevance"] = _relevance(question, answering.claim.text, embed)
-        features["evidence_margin"] = _evidence_margin(question, answering, pool, terms, embed)
-        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed)
+        features["evidence_margin"] = _evidence_margin(question, answering, pool, terms, embed, sentences)
+        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)
     if entail is not None and adding:
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     return Reading(features, read, expected, False, found.reason if found else None, not adding, swapped)
+
+
+def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:
+    """How `embed` reads the sentences of `contexts`: in their context when it can, alone
+    when it embeds texts only (the recording in services.intake.batch, a test's embedder)."""
+    in_context = getattr(embed, "in_context", None)
+    if in_context is None:
+        return lambda sentences: embed([s.text for s in sentences])
+    return lambda sentences: in_context(contexts, sentences)  # type: ignore[no-any-return]
 
 
 def log_odds(p: float) -> float:
@@ -182,20 +196,19 @@ def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
 
 
 def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
-                     terms: Sequence[Term], embed: Embed) -> float:
+                     terms: Sequence[Term], embed: Embed, sentences: SentenceVectors) -> float:
     """cos(question, evidence) less the best cos(question, sentence) over the context sentences
     that name most of the question (at most MARGIN_SENTENCES of them): 0 when the answer comes
     from the sentence most about the question, below 0 when another sentence is more so."""
     if answering.evidence is None:
         return -1.0
     ranked = sorted(pool, key=lambda s: -coverage(terms, s.text))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
-    texts = [question, answering.evidence.text, *(s.text for s in ranked)]
-    vectors = embed(texts)
-    cosines = vectors[1:] @ vectors[0]
+    cosines = sentences([answering.evidence, *ranked]) @ embed([question])[0]
     return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0))
 
 
-def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence], embed: Embed) -> float:
+def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence], embed: Embed,
+                       sentences: SentenceVectors) -> float:
     """1 / (1 + how many sentences of its context lie between the evidence and the sentence of
     that context most like the question): a passage answers near where it speaks of the
     question; a name or phrase from elsewhere in it sits farther off."""
@@ -204,13 +217,12 @@ def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[C
     own = [s for s in pool if s.context == answering.evidence.context][:NEARNESS_SENTENCES]
     if answering.evidence not in own:
         return 0.0
-    vectors = embed([question, *(s.text for s in own)])
-    top = int(np.argmax(vectors[1:] @ vectors[0]))
+    top = int(np.argmax(sentences(own) @ embed([question])[0]))
     return 1.0 / (1.0 + abs(own.index(answering.evidence) - top))
 
 
 def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequence[ContextSentence],
-                      embed: Embed) -> float:
+                      embed: Embed, read: SentenceVectors) -> float:
     """cos(question without its options, the sentence naming the chosen option) less the same for
     the other option (-1..1; 0 when the answer names neither, or one sentence names both):
     the option a passage states in its sentence about the question is the one it pairs with it."""
@@ -223,19 +235,19 @@ def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequ
         best = max(pool, key=lambda s: len(own & set(s.stems)), default=None)
         if best is None or not own & set(best.stems):
             return 0.0
-        sentences.append(best.text)
-    if len(set(sentences)) < len(sentences):
+        sentences.append(best)
+    if len({s.text for s in sentences}) < len(sentences):
         return 0.0
-    vectors = embed([_without(question, expected.options), *sentences])
-    cosines = vectors[1:] @ vectors[0]
+    cosines = read(sentences) @ embed([_without(question, expected.options)])[0]
     others = [c for i, c in enumerate(cosines) if i != chosen]
     return float(np.clip(cosines[chosen] - max(others), -1.0, 1.0))
 
 
-def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed) -> float:
+def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed, sentences: SentenceVectors) -> float:
     """The lowest cosine between a claim (a concise one read with its question) and its evidence."""
-    pairs = [(_statement(question, r.claim.text), r.evidence.text) for r in adding if r.evidence is not None]
-    if not pairs:
+    with_evidence = [r for r in adding if r.evidence is not None]
+    if not with_evidence:
         return 0.0
-    vectors = embed([t for pair in pairs for t in pair])
-    return float(min(np.clip(vectors[2 * i] @ vectors[2 * i + 1], 0.0, 1.0) for i in range(len(pairs))))
+    claims = embed([_statement(question, r.claim.text) for r in with_evidence])
+    evidence = sentences([r.evidence for r in with_evidence])  # type: ignore[misc]
+    return float(np.clip((claims * evidence).sum(axis=1), 0.0, 1.0).min())

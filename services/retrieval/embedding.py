@@ -6,8 +6,9 @@ import copy
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -83,3 +84,51 @@ def token_counter(name: str):  # type: ignore[no-untyped-def]
         return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     return count_tokens
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """A text as one forward pass of the model reads it: its unit vector (what `encode` gives)
+    and its tokens' vectors, each with the characters it stands for (special tokens left out;
+    past the model's length the text is cut, as `encode` cuts it)."""
+
+    vector: np.ndarray
+    tokens: np.ndarray  # (n, dim) float32, the last layer, before pooling
+    spans: np.ndarray  # (n, 2) int: each token's [start, end) in the text
+
+    def mean_over(self, start: int, end: int) -> np.ndarray | None:
+        """The unit mean of the tokens of text[start:end]; None when the pass did not read all of it."""
+        if not len(self.spans) or end > self.spans[-1, 1]:
+            return None
+        inside = (self.spans[:, 0] >= start) & (self.spans[:, 1] <= end)
+        if not inside.any():
+            return None
+        mean = self.tokens[inside].mean(axis=0)
+        return (mean / np.linalg.norm(mean)).astype(np.float32)
+
+
+@lru_cache(maxsize=2)
+def _span_tokenizer(name: str):  # type: ignore[no-untyped-def]
+    """A copy of the model's tokenizer for character spans (see token_counter: not thread-safe)."""
+    return copy.deepcopy(load_model(name).tokenizer), threading.Lock()
+
+
+def encode_tokens(name: str, texts: Sequence[str], *, batch_size: int = 64) -> list[TokenVectors]:
+    """One forward pass over `texts` keeping each text's tokens: a sentence of a passage can then
+    be read as the passage reads it (the mean of its tokens) without a pass of its own."""
+    if not texts:
+        return []
+    model = load_model(name)
+    outputs: Any = model.encode(list(texts), batch_size=batch_size, output_value=None, convert_to_numpy=False)
+    tokenizer, lock = _span_tokenizer(name)
+    with lock:
+        offsets = tokenizer(list(texts), truncation=True, max_length=model.max_seq_length,
+                            return_offsets_mapping=True, verbose=False)["offset_mapping"]
+    found = []
+    for output, spans in zip(outputs, offsets, strict=True):
+        vector = output["sentence_embedding"].float().numpy()
+        real = [i for i, (start, end) in enumerate(spans) if end > start]  # not [CLS], [SEP] or padding
+        found.append(TokenVectors((vector / np.linalg.norm(vector)).astype(np.float32),
+                                  output["token_embeddings"][real].float().numpy(),
+                                  np.asarray([spans[i] for i in real], dtype=np.int64).reshape(-1, 2)))
+    return found

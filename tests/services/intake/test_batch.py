@@ -92,13 +92,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The texts of each call to the real model, from a fresh embedder on."""
     _fresh_embedder()
     calls: list[list[str]] = []
-    real_encode = vectors.encode
 
-    def counting(name: str, texts: Sequence[str], **options):  # type: ignore[no-untyped-def]
-        calls.append(list(texts))
-        return real_encode(name, texts, **options)
+    def counted(call):  # type: ignore[no-untyped-def]
+        def counting(name: str, texts: Sequence[str], **options):  # type: ignore[no-untyped-def]
+            calls.append(list(texts))
+            return call(name, texts, **options)
+        return counting
 
-    monkeypatch.setattr(vectors, "encode", counting)
+    for name in ("encode", "encode_tokens"):  # texts read alone; contexts read with their sentences
+        monkeypatch.setattr(vectors, name, counted(getattr(vectors, name)))
     return calls
 
 
@@ -107,14 +109,17 @@ def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls):  # t
         together = assess_batch(_runs(), judges=JUDGES, session=session, collection="default",
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
     assert all(isinstance(a, Assessment) for a in together)
-    # the contexts, questions and claims, then the sentences of the chunks CRAG kept; none twice
+    # the contexts, questions and claims, then the chunks CRAG kept not yet read; none twice
     assert len(calls) == 2, [len(c) for c in calls]
     encoded = [t for call in calls for t in call]
     assert len(encoded) == len(set(encoded))
     assert RECORDS[0]["question"] in calls[0] and BATTERY in calls[0]
     question = RECORDS[1]["question"]
     assert any(t.startswith(question) and t != question for t in calls[0])  # a claim read with its question
-    assert "SRVO-062 means the pulsecoder backup battery voltage dropped." in calls[1]  # a sentence of a chunk
+    # a chunk CRAG kept that was not encoded for its similarity (its title travels with it there) is
+    # read whole, once; its sentences come from that pass, never one by one
+    assert calls[1] == ["Replace the J2 reducer grease every 20,000 hours or 4 years."]
+    assert "SRVO-062 means the pulsecoder backup battery voltage dropped." not in encoded
 
 
 class BrokenOnOneQuestion(ScriptedBackend):
