@@ -269,7 +269,8 @@ def measure_shape(shape: str, n: int, *, batch: int, settings: Any, seed: int, p
     load_during = os.getloadavg()[0]
     encode_after, encode_cpu_after = _encode_seconds(texts, settings)
     # The model alone on what the assessment encoded, in one call: the most the ratio could be
-    # were everything else free (the judges read sentences and claims beside the records' texts).
+    # were everything else free (the judges read claims beside the records' texts, and a context
+    # not encoded for its similarity, whole).
     _, encode_cpu_assessed = _encode_seconds(list(dict.fromkeys(encoded)), settings)
     load_after = os.getloadavg()[0]
     if summary.assessed + summary.failed != n or summary.failed:
@@ -291,7 +292,7 @@ def measure_shape(shape: str, n: int, *, batch: int, settings: Any, seed: int, p
         "encode_cpu_s_assessment_texts": rounded(encode_cpu_assessed, 2),
         "ratio_cpu_model_only": rounded((encode_cpu_before + encode_cpu_after) / 2 / encode_cpu_assessed, 3),
         # what the model reads: the records' own texts (the bound), and what the assessment encoded
-        # (contexts and questions, then the judges' sentences and claims), in model tokens a run
+        # (contexts and questions, then the judges' claims and contexts), in model tokens a run
         "tokens_per_run_record_texts": rounded(record_tokens / n, 1),
         "tokens_per_run_assessment": rounded(assessed_tokens / n, 1),
         "texts_encoded_by_assessment": len(encoded), "encode_calls": ENCODE_CALLS.get("encode", 0),

@@ -245,9 +245,9 @@ def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequ
 
 def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed, sentences: SentenceVectors) -> float:
     """The lowest cosine between a claim (a concise one read with its question) and its evidence."""
-    with_evidence = [r for r in adding if r.evidence is not None]
-    if not with_evidence:
+    pairs = [(r.claim.text, r.evidence) for r in adding if r.evidence is not None]
+    if not pairs:
         return 0.0
-    claims = embed([_statement(question, r.claim.text) for r in with_evidence])
-    evidence = sentences([r.evidence for r in with_evidence])  # type: ignore[misc]
+    claims = embed([_statement(question, claim) for claim, _ in pairs])
+    evidence = sentences([sentence for _, sentence in pairs])
     return float(np.clip((claims * evidence).sum(axis=1), 0.0, 1.0).min())

@@ -48,6 +48,8 @@ class SentenceEmbedder:
         """Each sentence of `contexts[s.context]` as that context's pass reads it."""
         with self._lock:
             self._encode((), [contexts[s.context] for s in sentences])
+            for s in sentences:
+                self._contexts.move_to_end(contexts[s.context])
             read = [self._contexts[contexts[s.context]].get(s.text) for s in sentences]
             self._encode([s.text for s, v in zip(sentences, read, strict=True) if v is None], ())
             return np.stack([self._texts[s.text] if v is None else v for s, v in zip(sentences, read, strict=True)])
