@@ -82,15 +82,16 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
         _prepare(r, j, session=session, collection=collection, settings=settings, known=known)
         for r, j in zip(records, judges)]
     dimension = model_dimension(settings.embedding_model)
-    first = _Recording(dimension)
+    first, judged = _Recording(dimension), assessment_config(judges=True, mode=EXTERNAL_MODE)
     for i, outcome in enumerate(outcomes):
         if isinstance(outcome, tuple):
             prepared = outcome[0]
-            first.texts.extend(prepared.texts_to_encode)
+            encoded = prepared.texts_to_encode
+            first.texts.extend(encoded)
             if judges[i]:  # a context encoded anyway is read with its sentences, which the judges may read
-                first.contexts.extend(c.text for c in prepared.given if c.text in prepared.texts_to_encode)
-                record_judges(prepared.query, records[i].answer, [], assessment_config(judges=True, mode=EXTERNAL_MODE),
-                              first)
+                wanted = set(encoded)
+                first.contexts.extend(c.text for c in prepared.given if c.text in wanted)
+                record_judges(prepared.query, records[i].answer, [], judged, first)
     _prefetch(embed, first)
 
     staged: dict[int, tuple[Staged, PreparedContexts]] = {}

@@ -76,23 +76,25 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
     """Each sentence of the context (as context_sentences gives it) with where it stands in
     unwrapped(text): [start, end). A sentence the text does not hold verbatim is left out."""
     joined, spans, cursor = unwrapped(text), [], 0
-    for sentence in _sentences_of(0, text):
-        start = joined.find(sentence.text, cursor)
+    for sentence, _ in _segmented(text):
+        start = joined.find(sentence, cursor)
         if start >= 0:
-            cursor = start + len(sentence.text)
-            spans.append((sentence.text, start, cursor))
+            cursor = start + len(sentence)
+            spans.append((sentence, start, cursor))
     return spans
 
 
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
-    """The context's sentences, hard-wrapped lines joined first (reference docs wrap at ~80)."""
-    found = []
-    for seg in segment_chunk(unwrapped(text)):
-        if seg.heading or not seg.scoring:
-            continue
-        found.append(ContextSentence(index, seg.quote.strip(), tuple(tokenize(seg.scoring))))
-    return tuple(found)
+    return tuple(ContextSentence(index, quote, stems) for quote, stems in _segmented(text))
+
+
+@lru_cache(maxsize=8192)
+def _segmented(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The context's sentences and their stems, hard-wrapped lines joined first (reference docs
+    wrap at ~80), whatever place the context has among others: segmenting is what costs."""
+    return tuple((seg.quote.strip(), tuple(tokenize(seg.scoring))) for seg in segment_chunk(unwrapped(text))
+                 if not seg.heading and seg.scoring)
 
 
 def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequence[ContextSentence],
