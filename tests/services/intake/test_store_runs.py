@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from services.answering.llm.backends import backend_for
 from services.intake.assess import _store, process_queue, store_batch
@@ -95,3 +95,32 @@ def test_a_row_the_store_refuses_fails_its_record_alone(corpus, settings):  # ty
     assert [r.status for r in rows] == ["assessed", "assessed", "failed", "assessed"]
     assert "test_refuses_one" in rows[2].error and rows[2].run_id is None
     assert stored == 3
+
+
+def test_a_batch_inserts_each_child_table_in_one_statement(corpus, settings):  # type: ignore[no-untyped-def]  # noqa: F811
+    """One INSERT a table, not one a row: the statement-level triggers then take the rollup's
+    rows in their ORDER BY, the same order in every worker's transaction. A row at a time, two
+    workers storing runs that cite the same documents deadlocked (services.intake.store_runs)."""
+    runs = [ExternalRun.model_validate(r) for r in RECORDS]
+    inserts: list[tuple[str, bool]] = []
+
+    def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        table = statement.split()[2] if statement.startswith("INSERT INTO") else None
+        if table in {"run_iterations", "run_events", "llm_calls"}:
+            inserts.append((table, executemany))
+
+    with transaction() as session:
+        accept_records(runs, source="api", session=session)
+    with transaction() as session:
+        claimed = next_queued(len(runs), session=session)
+        outcomes = assess_batch([r.run for r in claimed], judges=JUDGES, session=session, collection="default",
+                                backend=backend_for(settings), profile=DEFAULT, settings=settings)
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", note)
+        try:
+            assert store_batch(claimed, outcomes, collection="default", session=session) == [True] * len(runs)
+        finally:
+            event.remove(engine, "before_cursor_execute", note)
+        stored = session.execute(text("SELECT count(*) FROM run_iterations")).scalar_one()
+    assert stored == len(runs) > 1
+    assert sorted(inserts) == [("llm_calls", False), ("run_events", False), ("run_iterations", False)]
