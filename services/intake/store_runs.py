@@ -41,23 +41,6 @@ RETURNING i.id
 """)
 
 
-# PostgreSQL takes at most 65,535 bind parameters a statement.
-_MAX_PARAMETERS = 65_535
-
-
-def _insert_rows(table: Table, rows: list[dict[str, Any]], *, session: Session) -> None:
-    """`rows` as one multi-row INSERT (a few if they carry more parameters than a statement may).
-
-    Not an executemany: that sends one INSERT a row, so the statement-level triggers fire once
-    a row, and two workers storing batches that cite the same documents on the same day took
-    the rollup's rows in different orders and deadlocked (bench/intake.py with two drain
-    threads, five contexts from one article). In one statement the trigger upserts the rows in
-    its ORDER BY, the same order in every transaction."""
-    per_statement = max(1, _MAX_PARAMETERS // max(1, len(rows[0]) if rows else 1))
-    for start in range(0, len(rows), per_statement):
-        session.execute(insert(table).values(rows[start:start + per_statement]))
-
-
 def store_runs(runs: Sequence[tuple[int, Run, str | None]], *, session: Session) -> list[int]:
     """Insert each (intake id, run, app)'s run with its iterations, events and LLM calls, and
     mark the intake row assessed with it; the runs' ids, in order. The caller owns the
@@ -75,8 +58,15 @@ def store_runs(runs: Sequence[tuple[int, Run, str | None]], *, session: Session)
         iterations += children.iterations
         calls += children.calls
         events += children.events
+    # RETURNING makes SQLAlchemy send the rows as multi-row INSERTs ("insertmanyvalues", up to
+    # 1,000 rows a statement), not as psycopg's executemany of one INSERT a row. A row at a time,
+    # the statement-level triggers fired once a row, and two workers storing runs that cite the
+    # same documents on the same day took the rollup's rows in different orders and deadlocked
+    # (bench/intake.py, five contexts from one article); in one statement the trigger upserts
+    # in its ORDER BY, the same order in every transaction.
     for table, rows in ((_ITERATIONS, iterations), (_CALLS, calls), (_EVENTS, events)):
-        _insert_rows(table, rows, session=session)
+        if rows:
+            session.execute(insert(table).returning(table.c.id), rows)
     intake_ids = [intake_id for intake_id, _, _ in runs]
     marked = {int(row[0]) for row in session.execute(_MARK_ASSESSED, {"ids": intake_ids, "run_ids": run_ids})}
     missing = sorted(set(intake_ids) - marked)

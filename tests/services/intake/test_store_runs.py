@@ -107,7 +107,7 @@ def test_a_batch_inserts_each_child_table_in_one_statement(corpus, settings):  #
     def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
         table = statement.split()[2] if statement.startswith("INSERT INTO") else None
         if table in {"run_iterations", "run_events", "llm_calls"}:
-            inserts.append((table, executemany))
+            inserts.append((table, isinstance(parameters, dict)))  # one statement's parameters, not a list of rows
 
     with transaction() as session:
         accept_records(runs, source="api", session=session)
@@ -123,4 +123,4 @@ def test_a_batch_inserts_each_child_table_in_one_statement(corpus, settings):  #
             event.remove(engine, "before_cursor_execute", note)
         stored = session.execute(text("SELECT count(*) FROM run_iterations")).scalar_one()
     assert stored == len(runs) > 1
-    assert sorted(inserts) == [("llm_calls", False), ("run_events", False), ("run_iterations", False)]
+    assert sorted(inserts) == [("llm_calls", True), ("run_events", True), ("run_iterations", True)]
