@@ -4,6 +4,7 @@ sends the batch back to one by one, where only that record fails."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import event, text
@@ -124,3 +125,37 @@ def test_a_batch_inserts_each_child_table_in_one_statement(corpus, settings):  #
         stored = session.execute(text("SELECT count(*) FROM run_iterations")).scalar_one()
     assert stored == len(runs) > 1
     assert sorted(inserts) == [("llm_calls", True), ("run_events", True), ("run_iterations", True)]
+
+
+def test_two_workers_storing_runs_that_cite_the_same_documents_both_finish(clean_db, settings):  # type: ignore[no-untyped-def]
+    """Four drains at once over runs whose contexts name the same documents in different
+    orders: every record is assessed once and no drain stops on a deadlock of the Document
+    trends rollup (which a row-at-a-time store met: services.intake.store_runs)."""
+    documents = [f"doc-{d}" for d in range(6)]
+    records = [ExternalRun.model_validate({
+        "question": f"Question {i}?", "answer": "An answer.",
+        "contexts": [{"text": f"Passage {d} of record {i}.", "document_id": documents[(i * 5 + k) % 6],
+                      "dense_similarity": 0.5} for k, d in enumerate(range(3))]})
+        for i in range(96)]
+    with transaction(settings) as session:
+        accept_records(records, source="api", judges=False, session=session)
+    summaries, errors = [], []
+    barrier = threading.Barrier(4)
+
+    def drain() -> None:
+        barrier.wait()
+        try:
+            summaries.append(process_queue(batch=2, backend=backend_for(settings), settings=settings))
+        except Exception as exc:  # a deadlock surfaces here as DatabaseRefusedError
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drain) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(s.assessed for s in summaries) == len(records) and sum(s.failed for s in summaries) == 0
+    with transaction(settings) as session:
+        appearances = session.execute(text("SELECT coalesce(sum(runs), 0) FROM document_day_rollup")).scalar_one()
+    assert appearances == 3 * len(records)  # each run counted once under each document it names
