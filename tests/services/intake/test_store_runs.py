@@ -134,8 +134,8 @@ def test_two_workers_storing_runs_that_cite_the_same_documents_both_finish(clean
     documents = [f"doc-{d}" for d in range(6)]
     records = [ExternalRun.model_validate({
         "question": f"Question {i}?", "answer": "An answer.",
-        "contexts": [{"text": f"Passage {d} of record {i}.", "document_id": documents[(i * 5 + k) % 6],
-                      "dense_similarity": 0.5} for k, d in enumerate(range(3))]})
+        "contexts": [{"text": f"Passage {k} of record {i}.", "document_id": documents[(i * 5 + k) % 6],
+                      "dense_similarity": 0.5} for k in range(3)]})
         for i in range(96)]
     with transaction(settings) as session:
         accept_records(records, source="api", judges=False, session=session)
