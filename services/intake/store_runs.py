@@ -58,15 +58,19 @@ def store_runs(runs: Sequence[tuple[int, Run, str | None]], *, session: Session)
         iterations += children.iterations
         calls += children.calls
         events += children.events
-    # RETURNING makes SQLAlchemy send the rows as multi-row INSERTs ("insertmanyvalues", up to
-    # 1,000 rows a statement), not as psycopg's executemany of one INSERT a row. A row at a time,
-    # the statement-level triggers fired once a row, and two workers storing runs that cite the
-    # same documents on the same day took the rollup's rows in different orders and deadlocked
-    # (bench/intake.py, five contexts from one article); in one statement the trigger upserts
-    # in its ORDER BY, the same order in every transaction.
-    for table, rows in ((_ITERATIONS, iterations), (_CALLS, calls), (_EVENTS, events)):
+    # The iterations as one statement: RETURNING makes SQLAlchemy send them as a multi-row INSERT
+    # ("insertmanyvalues"), not as psycopg's executemany of one INSERT a row. A row at a time,
+    # the statement-level triggers on run_iterations (the Document trends rollup, the document
+    # index) fired once a row, and two workers storing runs that cite the same documents on the
+    # same day took the rollup's rows in different orders and deadlocked (bench/intake.py, five
+    # contexts from one article); in one statement the trigger upserts in its ORDER BY, the same
+    # order in every transaction. Events and LLM calls have no triggers: their executemany is
+    # cheaper for the client (a short record's ten events cost 2 ms more as a multi-row INSERT).
+    if iterations:
+        session.execute(_ITERATIONS.insert().returning(_ITERATIONS.c.id), iterations)
+    for table, rows in ((_CALLS, calls), (_EVENTS, events)):
         if rows:
-            session.execute(insert(table).returning(table.c.id), rows)
+            session.execute(insert(table), rows)
     intake_ids = [intake_id for intake_id, _, _ in runs]
     marked = {int(row[0]) for row in session.execute(_MARK_ASSESSED, {"ids": intake_ids, "run_ids": run_ids})}
     missing = sorted(set(intake_ids) - marked)
