@@ -1,4 +1,4 @@
-"""Store a batch of assessed runs in one statement per table, and mark their intake rows.
+"""Store a batch of assessed runs with one call per table, and mark their intake rows.
 
 save_run (services.answering.runs) stores one run in a statement per row: the run, then each
 iteration, event and LLM call, each flushed by the ORM; the intake row is then marked with an
@@ -6,7 +6,8 @@ UPDATE that also sets the run's app. For a batch of 64 short records that was ab
 round trips, and every INSERT on runs and run_iterations fires the statement-level triggers
 (the Document trends rollup, 0015; the Tuning matrix rows, 0017) once more. Here a batch is:
 one INSERT of every run (its app written with it, so no UPDATE of runs follows), one of every
-iteration, one of every event, one of every LLM call, one UPDATE of every intake row.
+iteration (the two tables with triggers), one executemany of the events and one of the LLM
+calls (a pipelined INSERT a row: no triggers there), one UPDATE of every intake row.
 
 The rows are save_run's own (run_row_values, child_row_values, with the app added;
 tests/services/intake/test_store_runs.py stores the same assessments both ways and compares
