@@ -77,10 +77,14 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     avoid = frozenset(s for option in expected.options for s in tokenize(option))
     # The option an answer picks is what it adds: read it against the question without its options.
     claims = answer_claims(_without(question, expected.options), answer)
-    if is_concise(answer) and not any(c.added_stems or c.added_atoms for c in claims):
-        # A concise answer drawn from the question's own words ("characteristic polynomial" for
-        # "characteristic polynomial coefficients of a matrix") picks one of the things it
-        # names: its words are what the contexts must support.
+    restates = not any(c.added_stems or c.added_atoms for c in claims)
+    if restates:
+        # An answer drawn from the question's own words ("characteristic polynomial" for
+        # "characteristic polynomial coefficients of a matrix", or the question restated with
+        # it) picks one of the things the question names or only repeats them: its words are
+        # what the contexts must support. Read with nothing taken off, a restatement that
+        # adds nothing would otherwise have no signal at all and score as the least likely
+        # right of answers, whatever its contexts say.
         claims = answer_claims("", answer)
     read = tuple(read_claim(question, terms, c, pool, contexts, avoid=avoid) for c in claims)
     adding = [r for r in read if r.claim.added_stems or r.claim.added_atoms]
@@ -129,7 +133,9 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if entail is not None and adding:
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
-    return Reading(features, read, expected, False, found.reason if found else None, not adding, swapped)
+    # A concise answer picks something; a sentence that adds nothing to its question is capped.
+    adds_nothing = not adding or (restates and not is_concise(answer))
+    return Reading(features, read, expected, False, found.reason if found else None, adds_nothing, swapped)
 
 
 def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:

@@ -8,9 +8,10 @@ from services.judging import judge_answer
 from services.judging.adequacy import grade_answer
 from services.judging.atoms import atoms, holds
 from services.judging.claims import answer_claims, is_abstention
+from services.judging.judge import NOTHING_ADDED_CAP
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.vectors import cached_embedder
-from services.judging.verdict import ABSTAINED, SUPPORTED, UNCHECKED
+from services.judging.verdict import ABSTAINED, SUPPORTED, UNCERTAIN, UNCHECKED
 
 QUESTION = "The maker of the robot arm has its head office in what city?"
 CONTEXTS = [
@@ -116,3 +117,17 @@ def test_the_reason_always_agrees_with_the_label(embed) -> None:  # type: ignore
         assert praised == (verdict.label == SUPPORTED), (answer, verdict.label, verdict.reason)
         if verdict.auto_accept:
             assert verdict.label == SUPPORTED and verdict.grounded
+
+
+def test_a_restatement_adding_nothing_is_read_against_its_contexts_and_never_skips_review(embed) -> None:  # type: ignore[no-untyped-def]
+    # A search-style question naming its own answer, restated with it: nothing is added, so its
+    # words are what the contexts must support; it is held at the cap, never auto-accepted.
+    question = "characteristic polynomial coefficients of a square matrix"
+    answer = "Characteristic polynomial coefficients of a square matrix: characteristic polynomial."
+    on_topic = ["numpy.poly returns the coefficients of the characteristic polynomial of a square matrix. "
+                "The leading coefficient is one."]
+    held = judge_answer(question, answer, on_topic, embed=embed)
+    assert held.p_supported == NOTHING_ADDED_CAP and held.label == UNCERTAIN and not held.auto_accept
+    assert "only restates the question" in held.reason
+    off_topic = judge_answer(question, answer, CONTEXTS, embed=embed)
+    assert off_topic.p_supported < held.p_supported - 0.2  # no context speaks of what it repeats
