@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.answering.runs import Event, Iteration, Run, load_run, save_run
@@ -68,6 +68,29 @@ def test_a_run_comes_back_from_the_store_as_it_went_in(clean_db):
     assert best.crag is not None and best.crag.verdict is RetrievalVerdict.CORRECT
     assert best.grade is not None and best.grade.label == "GOOD"
     assert stored.status is RunStatus.PENDING and stored.route == (RouterAction.REFINE_QUERY, RouterAction.COMPLETE)
+
+
+def test_a_runs_iterations_go_in_one_statement(clean_db):
+    """As intake's store does (services.intake.store_runs): one INSERT of a run's iterations, so the
+    statement-level triggers on run_iterations (the Document trends rollup, the document index)
+    take its documents in their ORDER BY once. One INSERT a row let two transactions citing the
+    same documents take the rollup's rows in different orders and deadlock."""
+    inserts: list[bool] = []  # per INSERT into run_iterations: one statement's parameters (not a list of rows)?
+
+    def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.startswith("INSERT INTO run_iterations "):
+            inserts.append(isinstance(parameters, dict))
+
+    with transaction() as session:
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", note)
+        try:
+            run_id = save_run(make_run(), session=session)
+        finally:
+            event.remove(engine, "before_cursor_execute", note)
+        stored = session.execute(text("SELECT count(*) FROM run_iterations WHERE run_id = :id"), {"id": run_id})
+        assert stored.scalar_one() == 2
+    assert inserts == [True]
 
 
 def test_to_dict_is_the_stored_json_shape():
