@@ -53,10 +53,11 @@ class Reading:
     expected: Expected
     abstains: bool
     contradiction_reason: str | None
-    # No claim adds a word, name or number to the question: nothing to check. Not a signal
-    # the model weighs: in the development set it marks answers that the question's own words
-    # already hold (a search-style query naming its answer), right far more often than wrong,
-    # which would teach the model to trust a restated question. The judge caps it instead.
+    # A sentence adding no word, name or number to the question (read whole for its signals).
+    # Not a signal the model weighs: in the development set it marks answers that the
+    # question's own words already hold (a search-style query naming its answer), right far
+    # more often than wrong, which would teach the model to trust a restated question. The
+    # judge caps it instead.
     adds_nothing: bool = False
     # (the claim's words, the context's words they replace) when a claim quotes a context but
     # for a word or three it swaps: "negative" for "positive", "2 + x" for "1 + x".
@@ -82,9 +83,9 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         # An answer drawn from the question's own words ("characteristic polynomial" for
         # "characteristic polynomial coefficients of a matrix", or the question restated with
         # it) picks one of the things the question names or only repeats them: its words are
-        # what the contexts must support. Read with nothing taken off, a restatement that
-        # adds nothing would otherwise have no signal at all and score as the least likely
-        # right of answers, whatever its contexts say.
+        # what the contexts must support. Read against the question, a restatement adding
+        # nothing has no signal at all and scores as the least likely right of all answers,
+        # whatever its contexts say.
         claims = answer_claims("", answer)
     read = tuple(read_claim(question, terms, c, pool, contexts, avoid=avoid) for c in claims)
     adding = [r for r in read if r.claim.added_stems or r.claim.added_atoms]
