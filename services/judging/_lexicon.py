@@ -59,6 +59,13 @@ def _values(section: str, key: str) -> Mapping[str, str]:
     return MappingProxyType({word: str(n) for word, n in value.items()})
 
 
+def _spellings(section: str, key: str) -> Mapping[str, str]:
+    value = _entry(section, key)
+    if not isinstance(value, dict) or not all(isinstance(n, str) and n for n in value.values()):
+        raise ValueError(f"{LEXICON_FILE}: [{section}] {key} must map spellings to names")
+    return MappingProxyType(dict(value))
+
+
 QUESTION_WORDS = frozenset(_words("words", "question_words"))
 AUXILIARIES = frozenset(_words("words", "auxiliaries"))
 
@@ -70,6 +77,7 @@ NEGATING_PREFIXES = _words("opposites", "negating_prefixes")  # tried in this or
 ORDINAL_WORDS = frozenset(_words("opposites", "ordinal_words"))
 ORDINAL_SUFFIXES = _words("opposites", "ordinal_suffixes")  # in pattern order
 CARDINAL_VALUES = _values("opposites", "cardinal_words")  # "three" -> "3"
+UNITS = _spellings("judging", "units")  # "metres" -> "m": the unit a number is read with
 
 IRREGULAR_PAST = _pairs("morphology", "irregular_past")  # (past form, base form)
 

@@ -3,7 +3,9 @@
 A name, number or date that an answer adds and no context holds is a fabrication, whatever
 else of the answer matches: "The maker of the robot arm has its head office in Kobe" shares
 every other word with its passage, and "Kobe" is what was invented. Atoms are compared by
-value, not by spelling: "1,000" is 1000, "three" is 3, "SRVO-062" is one code.
+value, not by spelling: "1,000" is 1000, "three" is 3, "SRVO-062" is one code. A number is
+read with the unit written after it: "7 m" is held by "7 metres" or by a bare 7, not by the 7
+of "a 7-inch screen".
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.judging._lexicon import CARDINAL_VALUES
+from services.judging._lexicon import CARDINAL_VALUES, UNITS, alternation
 from services.retrieval.text import STOPWORDS
 
 NUMBER, YEAR, CODE, NAME = "number", "year", "code", "name"
@@ -31,6 +33,8 @@ _CODE = re.compile(
 )
 _NUMBER = re.compile(r"(?<![\w.$-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w-]*\d)")
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
+# A unit right after a number: a space, a hyphen or nothing between ("10 m", "7-inch", "5kg").
+_UNIT = re.compile(rf"[ \t\u00a0-]?({alternation(sorted(UNITS, key=len, reverse=True))})(?![\w/])")
 _CAPITALIZED = re.compile(r"\b[A-Z][\w'’-]*[A-Za-z0-9]|\b[A-Z]\b")
 _WORD = re.compile(r"[A-Za-z]+")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
@@ -47,6 +51,7 @@ class Atom:
     surface: str
     kind: str  # number | year | code | name
     key: str
+    unit: str = ""  # a number's unit as lexicon.toml names it ("m" for "metres"), "" for none
 
 
 def atoms(text: str) -> tuple[Atom, ...]:
@@ -56,14 +61,21 @@ def atoms(text: str) -> tuple[Atom, ...]:
 
 @lru_cache(maxsize=65_536)
 def _atoms(text: str) -> tuple[Atom, ...]:
-    found: dict[tuple[str, str], Atom] = {}
+    found: dict[tuple[str, str, str], Atom] = {}
     taken: list[tuple[int, int]] = []
 
     def add(start: int, end: int, atom: Atom) -> None:
         if any(s < end and start < e for s, e in taken):
             return
         taken.append((start, end))
-        found.setdefault((atom.kind, atom.key), atom)
+        found.setdefault((atom.kind, atom.key, atom.unit), atom)
+
+    def add_number(start: int, end: int, key: str, year: bool) -> None:
+        unit = _UNIT.match(text, end)
+        if unit is None:
+            add(start, end, Atom(text[start:end], YEAR if year else NUMBER, key))
+        else:  # "1500 m" is a length, not a year; the unit's span is taken ("5 V" names nothing)
+            add(start, unit.end(), Atom(text[start:unit.end()], NUMBER, key, UNITS[unit.group(1)]))
 
     for match in _CODE.finditer(text):
         value = match.group(0).rstrip(".")
@@ -72,12 +84,12 @@ def _atoms(text: str) -> tuple[Atom, ...]:
         add(match.start(), match.start() + len(value), Atom(value, CODE, value.lower()))
     for match in _NUMBER.finditer(text):
         whole, fraction = match.group(1).replace(",", ""), match.group(2)
-        kind = YEAR if fraction is None and _YEAR.match(whole) else NUMBER
-        add(match.start(), match.end(), Atom(match.group(0), kind, _number_key(whole, fraction)))
+        add_number(match.start(), match.end(), _number_key(whole, fraction),
+                   fraction is None and _YEAR.match(whole) is not None)
     for match in _WORD.finditer(text):
         cardinal = CARDINAL_VALUES.get(match.group(0).lower())
         if cardinal is not None and not any(s <= match.start() < e for s, e in taken):
-            add(match.start(), match.end(), Atom(match.group(0), NUMBER, _number_key(cardinal, None)))
+            add_number(match.start(), match.end(), _number_key(cardinal, None), False)
     concise = len(_WORD.findall(text)) <= CONCISE_WORDS
     for match in _CAPITALIZED.finditer(text):
         word = match.group(0)
@@ -91,9 +103,10 @@ def _atoms(text: str) -> tuple[Atom, ...]:
 
 
 def holds(atom: Atom, text: str) -> bool:
-    """Whether `text` names the atom's value (a number by value, a name as a word)."""
-    return any(other.kind == atom.kind and other.key == atom.key for other in _atoms(text)) or (
-        atom.kind in (NAME, CODE) and _word_in(atom.surface, text))
+    """Whether `text` names the atom's value (a number by value, in its unit or with none; a
+    name as a word)."""
+    return any(other.kind == atom.kind and other.key == atom.key and (not atom.unit or other.unit in ("", atom.unit))
+               for other in _atoms(text)) or (atom.kind in (NAME, CODE) and _word_in(atom.surface, text))
 
 
 def _number_key(whole: str, fraction: str | None) -> str:

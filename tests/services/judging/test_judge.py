@@ -98,6 +98,23 @@ def test_atoms_compare_by_value() -> None:
     assert not holds(name, CONTEXTS[0]) and holds(atoms("Osaka")[0], CONTEXTS[0])
 
 
+def test_a_number_is_held_only_in_its_own_unit_or_with_none(embed) -> None:  # type: ignore[no-untyped-def]
+    length = atoms("7 m")[0]
+    assert (length.key, length.unit) == ("7", "m") and length.surface == "7 m"
+    assert holds(length, "a cable of 7 metres") and holds(length, "between 7 and 10 m")  # a bare 7 may be it
+    assert not holds(length, "a 7-inch touchscreen on the KTP-7")  # 7 inches and a code: not 7 metres
+    assert holds(atoms("7")[0], "a 7-inch touchscreen")  # a bare number is held by any unit
+    assert [(a.key, a.unit) for a in atoms("ran 1500 m in four minutes at 5 V, 50% of the time")] == [
+        ("1500", "m"), ("4", "minute"), ("5", "V"), ("50", "%")]  # 1500 m is a length, not a year; V no name
+    contexts = ["The KTP-7 is the standard teach pendant: a 7-inch colour touchscreen with hard keys. "
+                "It connects to the cabinet with a 10 m cable (20 m optional)."]
+    question = "How long is the standard teach pendant cable?"
+    invented = judge_answer(question, "How long is the standard teach pendant cable: 7 m.", contexts, embed=embed)
+    assert "'7 m' appears in no context" in invented.reason and not invented.grounded and not invented.auto_accept
+    right = judge_answer(question, "How long is the standard teach pendant cable: 10 m.", contexts, embed=embed)
+    assert right.grounded and right.p_supported > invented.p_supported + 0.3
+
+
 def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
     model = shipped_model()
     assert model.version.startswith("judge-") and 0.5 < model.accept_at < 1.0
