@@ -9,7 +9,10 @@ from services.corpus.chunking import split_sentences
 from services.domain import Hit
 from services.judging import _lexical as lex
 
-MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[1]", "[1, 3]": citations in an answer
+# "[1]", "[1, 3]": citations in an answer ("every month [1].", "monthly[2]."). Not after a capital
+# letter: "UO[6]", "DI[3]", "R[1]" are a controller's signals and registers, and a claim cut
+# there lost what it said of them ("UO[6] FAULT is OFF" read as "FAULT is OFF").
+MARKERS = re.compile(r"\s*(?<![A-Z])\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
 def addressing_text(query: str, terms: Sequence[lex.Term], sentences: list[str]) -> str:

@@ -115,6 +115,19 @@ def test_a_number_is_held_only_in_its_own_unit_or_with_none(embed) -> None:  # t
     assert right.grounded and right.p_supported > invented.p_supported + 0.3
 
 
+def test_a_register_in_brackets_is_part_of_the_claim_not_a_citation(embed) -> None:  # type: ignore[no-untyped-def]
+    cited = answer_claims("", "Seals are inspected monthly[1] and replaced yearly [2].")
+    assert cited and not any("[" in c.text for c in cited)  # citations, with a space or without
+    contexts = ["The output UO[6] FAULT is ON while any alarm of PAUSE or higher severity is active, "
+                "so a PLC can tell warnings from real stops."]
+    question = "Which output signal lets a PLC see that an alarm of PAUSE or higher is active?"
+    turned = judge_answer(question, "The output UO[6] FAULT is OFF while any alarm of PAUSE or higher severity is "
+                          "active, so a PLC can tell warnings from real stops.", contexts, embed=embed)
+    assert [c.text[:20] for c in turned.claims] == ["The output UO[6] FAU"]  # one claim, not cut at "[6]"
+    assert not turned.auto_accept and not turned.grounded and "'OFF'" in turned.reason
+    assert "'7' appears in no context" in judge_answer(question, "UO[7] FAULT", contexts, embed=embed).reason
+
+
 def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
     model = shipped_model()
     assert model.version.startswith("judge-") and 0.5 < model.accept_at < 1.0
