@@ -45,7 +45,9 @@ def chunk_sentences(chunks: Sequence[Hit], *, answerable_only: bool, limit: int)
 
 
 def strip_markers(answer: str) -> str:
-    return " ".join(MARKERS.sub(" ", answer).split())
+    """The answer without its citation markers; an answer that is nothing but one ("[0, 2]", a
+    list) is its own text."""
+    return " ".join(MARKERS.sub(" ", answer).split()) or " ".join(answer.split())
 
 
 def answer_sentences(answer: str) -> list[str]:

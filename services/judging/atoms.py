@@ -17,7 +17,7 @@ from functools import lru_cache
 from services.judging._lexicon import CARDINAL_VALUES, UNITS, alternation
 from services.retrieval.text import STOPWORDS
 
-NUMBER, YEAR, CODE, NAME = "number", "year", "code", "name"
+NUMBER, YEAR, CODE, NAME, LITERAL = "number", "year", "code", "name", "literal"
 # A text this short is a concise answer ("Osaka", "the Normans"), not a sentence: its first
 # word in capitals is a name, not a sentence's opening.
 CONCISE_WORDS = 5
@@ -31,6 +31,12 @@ _CODE = re.compile(
     r"|\b__\w+__"
     r"|\b[A-Za-z]+\d+[A-Za-z\d]*\b"
 )
+# What an answer gives in quotes or backticks is claimed character for character: code
+# ("-(x+1)", `from module import *`, "()") must stand in a context as written, spaces aside.
+# Only where it is more than one code, number or word (those are atoms of their own).
+_QUOTED = re.compile(r"``([^`]+)``|`([^`]+)`|\"([^\"]+)\"|“([^”]+)”")
+_LITERAL_CHARS = re.compile(r"[\s()\[\]{}+\-*/=<>%,:;|&^~!@]")
+MAX_LITERAL_CHARS = 60
 _NUMBER = re.compile(r"(?<![\w.$-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w-]*\d)")
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
 # A unit right after a number: a space, a hyphen or nothing between ("10 m", "7-inch", "5kg").
@@ -77,6 +83,12 @@ def _atoms(text: str) -> tuple[Atom, ...]:
         else:  # "1500 m" is a length, not a year; the unit's span is taken ("5 V" names nothing)
             add(start, unit.end(), Atom(text[start:unit.end()], NUMBER, key, UNITS[unit.group(1)]))
 
+    for match in _QUOTED.finditer(text):
+        quoted = next(g for g in match.groups() if g is not None).strip()
+        if len(quoted) <= MAX_LITERAL_CHARS and _LITERAL_CHARS.search(quoted) and not _CODE.fullmatch(quoted):
+            # Its span is not taken: the numbers and names inside stay atoms of their own.
+            literal = _squeezed(quoted)
+            found.setdefault((LITERAL, literal, ""), Atom(quoted, LITERAL, literal))
     for match in _CODE.finditer(text):
         value = match.group(0).rstrip(".")
         if value.replace(".", "").isdigit():
@@ -104,9 +116,15 @@ def _atoms(text: str) -> tuple[Atom, ...]:
 
 def holds(atom: Atom, text: str) -> bool:
     """Whether `text` names the atom's value (a number by value, in its unit or with none; a
-    name as a word)."""
+    name as a word; a quoted literal as written, spaces and case aside)."""
+    if atom.kind == LITERAL:
+        return atom.key in _squeezed(text)
     return any(other.kind == atom.kind and other.key == atom.key and (not atom.unit or other.unit in ("", atom.unit))
                for other in _atoms(text)) or (atom.kind in (NAME, CODE) and _word_in(atom.surface, text))
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text).lower()
 
 
 def _number_key(whole: str, fraction: str | None) -> str:

@@ -128,6 +128,17 @@ def test_a_register_in_brackets_is_part_of_the_claim_not_a_citation(embed) -> No
     assert "'7' appears in no context" in judge_answer(question, "UO[7] FAULT", contexts, embed=embed).reason
 
 
+def test_quoted_code_is_claimed_as_written_and_a_list_is_an_answer(embed) -> None:  # type: ignore[no-untyped-def]
+    contexts = ["The expression ~x returns -(x + 1) for every integer x. Assigning i, x[i] = 1, 2 leaves x as [0, 2]."]
+    (literal,) = [a for a in atoms('"-(x+1)"') if a.kind == "literal"]
+    assert holds(literal, contexts[0]) and not holds(literal, "x + 1 is computed first")  # spaces aside, as written
+    invented = judge_answer("What does ~x return?", '"-(x-1)"', contexts, embed=embed)
+    assert "'-(x-1)'" in invented.reason and "in no context" in invented.reason and not invented.grounded
+    assert not is_abstention("[0, 2]")  # a list, not a citation marker with nothing around it
+    listed = judge_answer("What does x hold after i, x[i] = 1, 2?", "[0, 2]", contexts, embed=embed)
+    assert listed.label != ABSTAINED and listed.grounded
+
+
 def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
     model = shipped_model()
     assert model.version.startswith("judge-") and 0.5 < model.accept_at < 1.0
