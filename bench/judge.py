@@ -291,6 +291,7 @@ def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: 
         right = sum(labels)
         summary["judge_auto_accept"] = {
             "n": len(taken),
+            "right": sum(c.label for c in taken),
             "precision": rounded(sum(c.label for c in taken) / len(taken)) if taken else None,
             "share_of_right": rounded(sum(c.label for c in taken) / right) if right else None,
             "share_of_wrong_by_kind": {
@@ -309,8 +310,9 @@ def targets_met(summary: dict[str, Any]) -> dict[str, bool | None]:
             value = summary["auroc"].get("length", {}).get("pooled")
             met[target] = None if value is None else floor[0] <= value <= floor[1]  # type: ignore[index]
         elif target == "auto_accept_precision":
-            precision = summary.get("judge_auto_accept", {}).get("precision")
-            met[target] = None if precision is None else precision >= floor  # type: ignore[operator]
+            accepted = summary.get("judge_auto_accept", {})
+            # Unrounded: 64 right of 66 (0.9697) prints as 0.970 and is under 0.97.
+            met[target] = None if not accepted.get("n") else accepted["right"] / accepted["n"] >= floor  # type: ignore[operator]
         else:
             value = None if judge is None else judge["pooled"] if target == "pooled" else judge["by_kind"].get(target)
             met[target] = None if value is None else value >= floor  # type: ignore[operator]

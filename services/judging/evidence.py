@@ -158,19 +158,29 @@ for _a, _b in ANTONYM_PAIRS + REVERSAL_PAIRS:
         _OPPOSITE_STEMS[_stem_of(_x)] = _OPPOSITE_STEMS.get(_stem_of(_x), frozenset()) | {_stem_of(_y)}
 _LOWER_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
 _WORDS = re.compile(r"\w+")
+_CAPITALS = re.compile(r"(?<![\w-])[A-Z]{2,}(?![\w-])")
+
+
+def _reversible_words(text: str) -> list[str]:
+    """The text's words a reversal is read from: in lower case, a capitalised word being a name
+    ("South Carolina"); in capitals, a state a manual spells so ("is ON", "set to OFF") is a word
+    when it has an opposite."""
+    text = _CAPITALS.sub(lambda m: m.group(0).lower() if _stem_of(m.group(0).lower()) in _OPPOSITE_STEMS
+                         else m.group(0), text[:1].lower() + text[1:])
+    return _LOWER_WORD.findall(text)
 
 
 def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
     """(claim word, the evidence's word for its opposite) when the claim says a word its evidence
     turns around and does not say itself, or negates what the evidence states ("cannot" for
-    "can": (the negation, "")) or states what it negates (("", the negation)). Words in
-    capitals are names ("South Carolina")."""
+    "can": (the negation, "")) or states what it negates (("", the negation)). Capitalised
+    words are names ("South Carolina"), except states in capitals (_reversible_words)."""
     flipped = negations(claim) ^ negations(evidence)
     if flipped:
         word = sorted(flipped)[0]
         return (word, "") if word in negations(claim) else ("", word)
-    said = {_stem_of(w): w for w in _LOWER_WORD.findall(evidence[:1].lower() + evidence[1:])}
-    claimed = {_stem_of(w): w for w in _LOWER_WORD.findall(claim[:1].lower() + claim[1:])}
+    said = {_stem_of(w): w for w in _reversible_words(evidence)}
+    claimed = {_stem_of(w): w for w in _reversible_words(claim)}
     for stem, word in claimed.items():
         if stem in said:
             continue

@@ -125,6 +125,7 @@ def test_a_register_in_brackets_is_part_of_the_claim_not_a_citation(embed) -> No
                           "active, so a PLC can tell warnings from real stops.", contexts, embed=embed)
     assert [c.text[:20] for c in turned.claims] == ["The output UO[6] FAU"]  # one claim, not cut at "[6]"
     assert not turned.auto_accept and not turned.grounded and "'OFF'" in turned.reason
+    assert turned.claims[0].reversed == ("off", "on")  # a state in capitals is a word, not a name
     assert "'7' appears in no context" in judge_answer(question, "UO[7] FAULT", contexts, embed=embed).reason
 
 
