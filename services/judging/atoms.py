@@ -55,7 +55,7 @@ class Atom:
     """One checkable value of a text: `key` is what is compared, `surface` what is shown."""
 
     surface: str
-    kind: str  # number | year | code | name
+    kind: str  # number | year | code | name | literal
     key: str
     unit: str = ""  # a number's unit as lexicon.toml names it ("m" for "metres"), "" for none
 
