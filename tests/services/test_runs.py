@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.answering.runs import Event, Iteration, Run, load_run, save_run
@@ -15,6 +15,7 @@ from services.domain import STATUSES, Hit, RetrievalResult, RouterAction, RunSta
 from services.errors import InputError
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
 from services.store import transaction
+from tests._statements import iteration_inserts
 
 T0 = datetime(2025, 5, 1, 9, 30, tzinfo=UTC)
 HIT = Hit(chunk_id=41, document_id=7, external_id="pump-guide.md", title="Pump maintenance",
@@ -75,19 +76,9 @@ def test_a_runs_iterations_go_in_one_statement(clean_db):
     statement-level triggers on run_iterations (the Document trends rollup, the document index)
     take its documents in their ORDER BY once. One INSERT a row let two transactions citing the
     same documents take the rollup's rows in different orders and deadlock."""
-    inserts: list[bool] = []  # per INSERT into run_iterations: one statement's parameters (not a list of rows)?
-
-    def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.startswith("INSERT INTO run_iterations "):
-            inserts.append(isinstance(parameters, dict))
-
     with transaction() as session:
-        engine = session.get_bind()
-        event.listen(engine, "before_cursor_execute", note)
-        try:
+        with iteration_inserts(session) as inserts:
             run_id = save_run(make_run(), session=session)
-        finally:
-            event.remove(engine, "before_cursor_execute", note)
         stored = session.execute(text("SELECT count(*) FROM run_iterations WHERE run_id = :id"), {"id": run_id})
         assert stored.scalar_one() == 2
     assert inserts == [True]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from services.answering.llm.backends import backend_for
 from services.intake.assess import _store, process_queue, store_batch
@@ -16,6 +16,7 @@ from services.intake.batch import assess_batch
 from services.intake.intake import accept_records, next_queued
 from services.intake.schema import ExternalRun
 from services.store import transaction
+from tests._statements import iteration_inserts
 from tests.services.intake.test_assess import DEFAULT, corpus  # noqa: F401  (a fixture)
 from tests.services.intake.test_batch import JUDGES, RECORDS
 
@@ -103,24 +104,14 @@ def test_a_batch_inserts_its_iterations_in_one_statement(corpus, settings):  # t
     rows in their ORDER BY, the same order in every worker's transaction. A row at a time, two
     workers storing runs that cite the same documents deadlocked (services.intake.store_runs)."""
     runs = [ExternalRun.model_validate(r) for r in RECORDS]
-    inserts: list[bool] = []  # per INSERT into run_iterations: one statement's parameters (not a list of rows)?
-
-    def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.startswith("INSERT INTO run_iterations "):
-            inserts.append(isinstance(parameters, dict))
-
     with transaction() as session:
         accept_records(runs, source="api", session=session)
     with transaction() as session:
         claimed = next_queued(len(runs), session=session)
         outcomes = assess_batch([r.run for r in claimed], judges=JUDGES, session=session, collection="default",
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
-        engine = session.get_bind()
-        event.listen(engine, "before_cursor_execute", note)
-        try:
+        with iteration_inserts(session) as inserts:
             assert store_batch(claimed, outcomes, collection="default", session=session) == [True] * len(runs)
-        finally:
-            event.remove(engine, "before_cursor_execute", note)
         stored = session.execute(text("SELECT count(*) FROM run_iterations")).scalar_one()
     assert stored == len(runs) > 1
     assert inserts == [True]
