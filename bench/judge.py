@@ -288,12 +288,12 @@ def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: 
     }
     if accepted is not None:
         taken = [c for c, a in zip(cases, accepted) if a]
-        right = sum(labels)
+        right, taken_right = sum(labels), sum(c.label for c in taken)
         summary["judge_auto_accept"] = {
             "n": len(taken),
-            "right": sum(c.label for c in taken),
-            "precision": rounded(sum(c.label for c in taken) / len(taken)) if taken else None,
-            "share_of_right": rounded(sum(c.label for c in taken) / right) if right else None,
+            "right": taken_right,
+            "precision": rounded(taken_right / len(taken)) if taken else None,
+            "share_of_right": rounded(taken_right / right) if right else None,
             "share_of_wrong_by_kind": {
                 kind: rounded(sum(1 for c, a in zip(cases, accepted) if a and c.kind == kind) / n)
                 for kind in KINDS if KINDS[kind][0] == 0 and (n := sum(1 for c in cases if c.kind == kind))},
