@@ -173,3 +173,17 @@ def test_a_restatement_adding_nothing_is_read_against_its_contexts_and_never_ski
     assert "only restates the question" in held.reason
     off_topic = judge_answer(question, answer, CONTEXTS, embed=embed)
     assert off_topic.p_supported < held.p_supported - 0.2  # no context speaks of what it repeats
+
+
+def test_a_concise_answer_to_a_negated_question_is_not_read_as_its_opposite(embed) -> None:  # type: ignore[no-untyped-def]
+    # The contradiction rules read a statement against the question it restates; a concise
+    # answer restates nothing, so "an error is raised" does not "state the opposite" of a
+    # question asking what happens when something does not hold.
+    question = "split an array into three equal parts - what if it doesn't divide evenly?"
+    contexts = ["If indices_or_sections is an integer N, the array will be divided into N equal arrays along axis. "
+                "If such a split is not possible, an error is raised."]
+    concise = judge_answer(question, "an error is raised", contexts, embed=embed)
+    assert concise.features["contradiction"] == 0.0 and "opposite" not in concise.reason
+    # A sentence restating the question is still read against it.
+    stated = judge_answer(question, "The array divides evenly into three equal parts.", contexts, embed=embed)
+    assert stated.features["contradiction"] > 0.0
