@@ -21,7 +21,7 @@ _MONTHS = ("january|february|march|april|may|june|july|august|september|october|
 _TIME_WORDS = re.compile(rf"\b(?:{_MONTHS}|century|centuries|decade|decades|year|years|day|days|week|weeks|"
                          r"month|months|hour|hours|minute|minutes|seconds?|ms|morning|evening|night|"
                          r"spring|summer|autumn|winter|bc|ad|bce|ce|\d+(?:st|nd|rd|th))\b", re.IGNORECASE)
-# The question's wh-phrase, read in order: the first that matches decides.
+# The asking wh-phrase (_ASKING), read in order: the first that matches decides.
 _EXPECTED = (
     (re.compile(r"\b(?:how\s+(?:many|much|long|far|old|often|big|large|high|tall|fast|heavy)|"
                 r"what\s+(?:percentage|percent|proportion|number|amount|fraction|size|length|speed|"
@@ -32,6 +32,19 @@ _EXPECTED = (
     (re.compile(r"\b(?:where|what\s+(?:city|country|state|place|region|town|continent|location)|"
                 r"(?:in|at)\s+(?:what|which)\s+(?:city|country|state|place|region|town))\b", re.IGNORECASE), PLACE),
 )
+# The wh-word that asks: at the question's start or a clause's, after a preposition ("in what
+# city"), or last ("was released when?"). A "when", "where" or "whose" elsewhere opens a clause
+# of the question and asks nothing: "Why do I get an error when I write into the diagonal?",
+# "random ints where the upper bound is included", "remainder whose sign follows the dividend".
+_AUXILIARY = r"(?:do|does|did|is|are|was|were|will|would|can|could|should|shall|has|have|had|must|may|might)"
+_ASKING = re.compile(r"(?:^|[,;:(]|\s[-–—]|\b(?:and|but|or|in|on|at|during|by|from|to|for|of|with|after|before|"
+                     r"since|until|over|under|about|around|into|within|through|between|among|per|like))\s*"
+                     r"(?P<word>why|how|what|which|who|whom|whose|when|where)\b|"
+                     rf"\b(?P<inverted>(?:when|where|why|how)\s+{_AUXILIARY}|how\s+(?:many|much))\b|"
+                     r"\b(?P<last>when|where|who|what)\W*$", re.IGNORECASE)
+# A condition put first is not what is asked: "When I unpack with a starred name like first,
+# *rest = data, what type does rest end up being?"
+_CONDITION = re.compile(rf"^\s*(?:when|if|while|once|after|before)\b(?!\s+{_AUXILIARY}\b)[^,?]*,\s*", re.IGNORECASE)
 # "... , A or B?": the options are the phrases either side of the question's last "or". The
 # first starts after the last comma, colon or "between"/"either" before it; with none, it
 # takes as many words as the second ("in Boston or Chicago" asks Boston or Chicago).
@@ -52,9 +65,15 @@ def expected_kind(question: str) -> Expected:
     options = _options(question)
     if options:
         return Expected(CHOICE, options)
-    for pattern, kind in _EXPECTED:
-        if pattern.search(question):
-            return Expected(kind)
+    asked = _CONDITION.sub("", question)
+    match = _ASKING.search(asked)
+    if match is None:
+        return Expected(ANY)  # a yes/no question, or a search-style query naming no wh-word
+    word = match.group("word") or match.group("inverted") or match.group("last")
+    for phrase in (asked[match.start():].lstrip(",;:(-–— "), asked[asked.index(word, match.start()):]):
+        for pattern, kind in _EXPECTED:
+            if pattern.match(phrase):
+                return Expected(kind)
     return Expected(ANY)
 
 
