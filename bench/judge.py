@@ -112,7 +112,8 @@ def main() -> None:
     result["targets"] = {"thresholds": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGETS.items()},
                          "scorer": "judge",
                          "met": {name: targets_met(summary) for name, summary in [*by_corpus.items(), ("pooled", result["pooled"])]}}
-    for corpus, summary in [*by_corpus.items(), ("pooled", result["pooled"])]:
+    result = print_rounded(result)
+    for corpus, summary in [*result["by_corpus"].items(), ("pooled", result["pooled"])]:
         log(f"{corpus}: " + "; ".join(f"{n} {a['pooled']}" for n, a in summary["auroc"].items()))
     if args.dump is not None:
         dump(args.dump, built, cases, scores)
@@ -257,7 +258,19 @@ def _word_support() -> Scorer:
 def auroc(labels: list[int], values: list[float]) -> float | None:
     from sklearn.metrics import roc_auc_score
 
-    return rounded(roc_auc_score(labels, values)) if len(set(labels)) == 2 else None
+    # Unrounded until printed (print_rounded): 0.7996 prints as 0.800 and is under 0.80.
+    return float(roc_auc_score(labels, values)) if len(set(labels)) == 2 else None
+
+
+def print_rounded(value: Any) -> Any:
+    """`value` with every float in it rounded as printed (3 decimals), once the targets are read."""
+    if isinstance(value, float):
+        return rounded(value)
+    if isinstance(value, dict):
+        return {k: print_rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [print_rounded(v) for v in value]
+    return value
 
 
 def kind_pairs(cases: list[JudgeCase], comparisons: dict[str, str] = COMPARISONS) -> dict[str, list[int]]:
