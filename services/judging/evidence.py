@@ -37,6 +37,16 @@ class ContextSentence:
     context: int  # 0-based index of its context
     text: str  # as written (codes keep their underscores)
     stems: tuple[str, ...]  # in order, for distances
+    # The sentence before it, when this one opens with a pronoun standing for what that one
+    # named ("It is also known as the Cosine Bell." after "The Hann window is a taper ..."):
+    # what this sentence speaks of is named there.
+    antecedent: str = ""
+    antecedent_stems: tuple[str, ...] = ()
+
+    @property
+    def speaks_of(self) -> str:
+        """The sentence with its antecedent: the text the question's words are looked for in."""
+        return f"{self.antecedent} {self.text}" if self.antecedent else self.text
 
 
 @dataclass(frozen=True)
@@ -84,9 +94,19 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
     return spans
 
 
+# Pronouns that stand for what the sentence before named, when they open a sentence.
+_ANAPHORA = frozenset({"it", "its", "this", "these", "they", "their", "he", "his", "she", "her", "such"})
+
+
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
-    return tuple(ContextSentence(index, quote, stems) for quote, stems in _segmented(text))
+    read = _segmented(text)
+    sentences = []
+    for i, (quote, stems) in enumerate(read):
+        opens = quote.split(maxsplit=1)[0].lower() if quote.split() else ""
+        before = read[i - 1] if i and opens in _ANAPHORA else ("", ())
+        sentences.append(ContextSentence(index, quote, stems, *before))
+    return tuple(sentences)
 
 
 @lru_cache(maxsize=8192)
@@ -113,7 +133,7 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
         # Ties on what the claim adds go to the sentence negating as the claim does (negations
         # are stopwords to the share), then to the one naming most of the question.
         agrees = float(negations(sentence.text) == claimed_negations)
-        key = (share, agrees, coverage(terms, sentence.text) if terms else 0.0)
+        key = (share, agrees, coverage(terms, sentence.speaks_of) if terms else 0.0)
         best_coverage = max(best_coverage, key[2])
         if key > best_key:
             best, best_key, best_share = sentence, key, share
@@ -122,10 +142,10 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
                              0.0, None)
     asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
     own = _answer_stems(claim)
-    near = locality(asked, own, best.stems)
+    near = locality(asked, own, best.stems, best.antecedent_stems)
     rivals = _rival_stems(claim, pool)
     sentence_stems = [frozenset(s.stems) for s in pool]
-    rival = max((locality(asked, r, s.stems) for s, stems in zip(pool, sentence_stems, strict=True)
+    rival = max((locality(asked, r, s.stems, s.antecedent_stems) for s, stems in zip(pool, sentence_stems, strict=True)
                  for r in rivals if stems.issuperset(r)), default=0.0)
     # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
     # words things its own way.
@@ -214,15 +234,17 @@ def _answer_stems(claim: Claim) -> tuple[str, ...]:
     return atom_stems or claim.added_stems
 
 
-def locality(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str]) -> float:
+def locality(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str],
+             antecedent: Sequence[str] = ()) -> float:
     """Mean over the question's stems of 1 / (1 + distance / reach) to the nearest of `own` in
-    `sentence`: 1 when every question word sits next to the answer, 0 when none is there."""
+    `sentence`: 1 when every question word sits next to the answer, 0 when none is there. A
+    question word only the sentence's antecedent names stands where its pronoun does, first."""
     spots = [i for i, s in enumerate(sentence) if s in own]
     if not asked or not spots:
         return 0.0
     total = 0.0
     for stem in dict.fromkeys(asked):
-        places = [i for i, s in enumerate(sentence) if s == stem]
+        places = [i for i, s in enumerate(sentence) if s == stem] or ([-1] if stem in antecedent else [])
         if places:
             distance = min(abs(i - j) for i in places for j in spots)
             total += 1.0 / (1.0 + distance / LOCALITY_REACH)

@@ -174,7 +174,8 @@ def _option_margin(expected: Expected, answer: str, terms: Sequence[Term], pool:
     reach = []
     for option in expected.options:
         own = tuple(tokenize(option))
-        reach.append(max((locality(asked, own, s.stems) for s in pool if set(own) & set(s.stems)), default=0.0))
+        reach.append(max((locality(asked, own, s.stems, s.antecedent_stems) for s in pool if set(own) & set(s.stems)),
+                         default=0.0))
     others = [r for i, r in enumerate(reach) if i != chosen]
     return float(np.clip(reach[chosen] - max(others, default=0.0), -1.0, 1.0))
 
@@ -202,7 +203,7 @@ def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
         return 1.0
     if answering.evidence is None:
         return 0.0
-    text = f"{answering.evidence.text} {answering.claim.text}"
+    text = f"{answering.evidence.speaks_of} {answering.claim.text}"
     return coverage(entities, text)
 
 
@@ -213,7 +214,7 @@ def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[Con
     from the sentence most about the question, below 0 when another sentence is more so."""
     if answering.evidence is None:
         return -1.0
-    ranked = sorted(pool, key=lambda s: -coverage(terms, s.text))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
+    ranked = sorted(pool, key=lambda s: -coverage(terms, s.speaks_of))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
     cosines = sentences([answering.evidence, *ranked]) @ embed([question])[0]
     return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0))
 

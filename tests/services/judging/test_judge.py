@@ -187,3 +187,16 @@ def test_a_concise_answer_to_a_negated_question_is_not_read_as_its_opposite(embe
     # A sentence restating the question is still read against it.
     stated = judge_answer(question, "The array divides evenly into three equal parts.", contexts, embed=embed)
     assert stated.features["contradiction"] > 0.0
+
+
+def test_a_sentence_opening_with_a_pronoun_speaks_of_what_the_sentence_before_named(embed) -> None:  # type: ignore[no-untyped-def]
+    # "It is also known as the Cosine Bell." names no word of the question; its "It" is the
+    # Hann window of the sentence before, so the answer there sits beside what is asked.
+    question = "What is another name for the Hann window?"
+    contexts = ["The Hann window is a taper formed by using a weighted cosine. It is also known as the Cosine Bell. "
+                "The Hamming window, named for R. W. Hamming, was proposed to reduce the first side lobe. "
+                "Blackman proposed a window with three cosine terms."]
+    right = judge_answer(question, "Cosine Bell", contexts, embed=embed)
+    assert right.features["question_coverage"] > 0.5 and right.features["locality"] > 0.3
+    for other in ("Blackman", "R. W. Hamming"):  # grounded, in sentences that do not say it
+        assert right.p_supported > judge_answer(question, other, contexts, embed=embed).p_supported
