@@ -114,8 +114,10 @@ def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls):  # t
     encoded = [t for call in calls for t in call]
     assert len(encoded) == len(set(encoded))
     assert RECORDS[0]["question"] in calls[0] and BATTERY in calls[0]
+    # a concise claim is read as its question (never embedded with it), a sentence as itself
     question = RECORDS[1]["question"]
-    assert any(t.startswith(question) and t != question for t in calls[0])  # a claim read with its question
+    assert question in calls[0] and not any(t.startswith(question) and t != question for t in calls[0])
+    assert RECORDS[2]["answer"] in calls[0]
     # a chunk CRAG kept that was not encoded for its similarity (its title travels with it there) is
     # read whole, once; its sentences come from that pass, never one by one
     assert calls[1] == ["Replace the J2 reducer grease every 20,000 hours or 4 years."]

@@ -200,3 +200,21 @@ def test_a_sentence_opening_with_a_pronoun_speaks_of_what_the_sentence_before_na
     assert right.features["question_coverage"] > 0.5 and right.features["locality"] > 0.3
     for other in ("Blackman", "R. W. Hamming"):  # grounded, in sentences that do not say it
         assert right.p_supported > judge_answer(question, other, contexts, embed=embed).p_supported
+
+
+def test_a_concise_claim_is_not_embedded_with_its_question(embed) -> None:  # type: ignore[no-untyped-def]
+    # Read with its question, a concise claim is its question to the model (the pair's cosine to
+    # the question is over 0.7 for 99% of the development set's concise answers): embedding
+    # each pair was model work intake paid for every record.
+    asked: list[str] = []
+
+    def recording(texts: list[str]):  # type: ignore[no-untyped-def]
+        asked.extend(texts)
+        return embed(texts)
+
+    verdict = judge_answer(QUESTION, "Osaka", CONTEXTS, embed=recording)
+    assert QUESTION in asked and not any(text.startswith(QUESTION) and text != QUESTION for text in asked)
+    assert verdict.features["relevance"] == 1.0 and verdict.features["similarity"] > 0.0
+    sentence = "The maker of the robot arm is headquartered in Osaka, close to the port."
+    judge_answer(QUESTION, sentence, CONTEXTS, embed=recording)
+    assert sentence in asked  # a sentence is read as itself
