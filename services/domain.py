@@ -4,11 +4,27 @@ scoring, review, the pipeline, intake, pages and exports all speak."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
 RETRIEVAL_MODES = ("bm25", "dense", "hybrid")
+
+
+def plain(value: Any) -> Any:
+    """`dataclasses.asdict` without its deep copy of every leaf: the same dicts, lists and tuples
+    over the same (immutable) values. A run's iterations are converted for every run stored:
+    for 256 short records at intake (bench/intake.py, cProfile) asdict took 0.51 s of the
+    store's 1.39 s, this 0.20 s."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, built from its fields
+        return type(value)(*(plain(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
 
 # The name of a context that names no document (+ its rank): intake gives it to such contexts,
 # document trends leave these out.

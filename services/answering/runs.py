@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from db.models import LLMCallRow, RunEvent, RunIteration
 from db.models import Run as RunRow
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
-from services.domain import Hit, RetrievalResult, RouterAction, RunStatus
+from services.domain import Hit, RetrievalResult, RouterAction, RunStatus, plain
 from services.errors import InputError, NotFoundError
 from services.judging import ClaimCheck, Verdict
 from services.scoring.confidence import ConfidenceBreakdown, breakdown_from_raw
@@ -88,7 +88,7 @@ class Iteration:
         return self.retrieval.hits
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)  # nested dataclasses become dicts, as they are stored
+        data = plain(self)  # nested dataclasses become dicts, as they are stored
         data["decision"] = self.decision.value
         data["grade"] = _grade_json(self.grade)
         data["llm_calls"] = [c.to_dict() for c in self.llm_calls]
@@ -145,7 +145,7 @@ class Run:
         return best.verdict.p_supported if best is not None and best.verdict is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain(self)
         data["status"] = self.status.value
         data["crag_verdict"] = self.crag_verdict.value if self.crag_verdict is not None else None
         data["route"] = [action.value for action in self.route]

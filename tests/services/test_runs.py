@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from services.answering.llm.base import Citation, Grade, LLMCall, Reflection
 from services.answering.runs import Event, Iteration, Run, load_run, save_run
-from services.domain import STATUSES, Hit, RetrievalResult, RouterAction, RunStatus
+from services.domain import STATUSES, Hit, RetrievalResult, RouterAction, RunStatus, plain
 from services.errors import InputError
 from services.scoring.crag import CragVerdict, KnowledgeStrip, RetrievalVerdict
 from services.store import transaction
@@ -142,3 +142,12 @@ def test_best_is_the_iteration_the_answer_came_from():
     assert make_run(best_iteration=1).best() == run.iterations[0]
     assert make_run(iterations=()).best() is None
     assert make_run(best_iteration=5).best() is None  # never some other iteration in its place
+
+
+def test_a_run_converts_as_asdict_would_without_copying_its_values():
+    run = make_run()
+    converted = plain(run)
+    assert converted == dataclasses.asdict(run)
+    params = run.iterations[0].retrieval.params
+    assert converted["iterations"][0]["retrieval"]["params"] is not params  # its own containers
+    assert make_run().to_dict()["iterations"][0]["retrieval"]["hits"][0] == dataclasses.asdict(HIT)
