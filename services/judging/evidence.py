@@ -103,8 +103,8 @@ def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     read = _segmented(text)
     sentences = []
     for i, (quote, stems) in enumerate(read):
-        opens = quote.split(maxsplit=1)[0].lower() if quote.split() else ""
-        before = read[i - 1] if i and opens in _ANAPHORA else ("", ())
+        opens = quote.split(maxsplit=1)[:1]
+        before = read[i - 1] if i and opens and opens[0].lower() in _ANAPHORA else ("", ())
         sentences.append(ContextSentence(index, quote, stems, *before))
     return tuple(sentences)
 

@@ -16,7 +16,6 @@ from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
-from services.judging.atoms import CONCISE_WORDS
 from services.judging.claims import answer_claims, is_abstention, is_concise
 from services.judging.evidence import ClaimEvidence, ContextSentence, context_sentences, locality, read_claim
 from services.judging.nli import Entail
@@ -182,11 +181,7 @@ def _option_margin(expected: Expected, answer: str, terms: Sequence[Term], pool:
 
 def _statement(question: str, claim: str) -> str:
     """A concise claim is read with its question ("Osaka" says nothing alone)."""
-    return f"{question} {claim}" if _concise(claim) else claim
-
-
-def _concise(claim: str) -> bool:
-    return len(claim.split()) <= CONCISE_WORDS
+    return f"{question} {claim}" if is_concise(claim) else claim
 
 
 # Where meaning is compared, a concise claim read with its question is given its question's
@@ -194,8 +189,9 @@ def _concise(claim: str) -> bool:
 # COSINE_ANSWERING for 99.2% of the development set's concise answers, 2026-11-28), and
 # embedding each such pair was model work no other signal needed.
 def _relevance(question: str, claim: str, embed: Embed) -> float:
-    """How much the claim (read with its question when concise) is about the question, in [0, 1]."""
-    return 1.0 if _concise(claim) else relevance_between(question, claim, embed)
+    """How much the claim is about the question, in [0, 1]; a concise claim, read as its
+    question, is wholly about it."""
+    return 1.0 if is_concise(claim) else relevance_between(question, claim, embed)
 
 
 def relevance_between(question: str, text: str, embed: Embed) -> float:
@@ -264,10 +260,10 @@ def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequ
 
 
 def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed, sentences: SentenceVectors) -> float:
-    """The lowest cosine between a claim (a concise one read with its question) and its evidence."""
+    """The lowest cosine between a claim (a concise one read as its question) and its evidence."""
     pairs = [(r.claim.text, r.evidence) for r in adding if r.evidence is not None]
     if not pairs:
         return 0.0
-    claims = embed([question if _concise(claim) else claim for claim, _ in pairs])
+    claims = embed([question if is_concise(claim) else claim for claim, _ in pairs])
     evidence = sentences([sentence for _, sentence in pairs])
     return float(np.clip((claims * evidence).sum(axis=1), 0.0, 1.0).min())
