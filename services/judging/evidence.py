@@ -22,7 +22,7 @@ from services.judging._lexical import Term, coverage, negations
 from services.judging._lexicon import ANTONYM_PAIRS, REVERSAL_PAIRS
 from services.judging._morphology import related_in
 from services.judging._opposites import negated_by_prefix
-from services.judging._segments import segment_chunk
+from services.judging._segments import clean, segment_chunk
 from services.judging.atoms import Atom, atoms, holds
 from services.judging.claims import Claim
 from services.retrieval.text import tokenize
@@ -42,6 +42,10 @@ class ContextSentence:
     # what this sentence speaks of is named there.
     antecedent: str = ""
     antecedent_stems: tuple[str, ...] = ()
+    # The stems of each clause, when semicolons join several ("The external E-stop is category 1
+    # by default; the pendant E-stop is always category 0."): each says its own thing of its own
+    # subject, so an answer's nearness to the question is read within its clause. Empty for one.
+    clauses: tuple[tuple[str, ...], ...] = ()
 
     @property
     def speaks_of(self) -> str:
@@ -98,6 +102,9 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
 _ANAPHORA = frozenset({"it", "its", "this", "these", "they", "their", "he", "his", "she", "her", "such"})
 
 
+_CLAUSE_END = re.compile(r"(?<=;)\s+")
+
+
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     read = _segmented(text)
@@ -105,8 +112,15 @@ def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     for i, (quote, stems) in enumerate(read):
         opens = quote.split(maxsplit=1)[:1]
         before = read[i - 1] if i and opens and opens[0].lower() in _ANAPHORA else ("", ())
-        sentences.append(ContextSentence(index, quote, stems, *before))
+        sentences.append(ContextSentence(index, quote, stems, *before, clauses=_clause_stems(quote)))
     return tuple(sentences)
+
+
+def _clause_stems(quote: str) -> tuple[tuple[str, ...], ...]:
+    if "; " not in quote or quote.lstrip().startswith("|"):  # a table row reads "Header: value; ..."
+        return ()
+    clauses = tuple(stems for clause in _CLAUSE_END.split(quote) if (stems := tuple(tokenize(clean(clause)))))
+    return clauses if len(clauses) > 1 else ()
 
 
 @lru_cache(maxsize=8192)
@@ -142,10 +156,10 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
                              0.0, None)
     asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
     own = _answer_stems(claim)
-    near = locality(asked, own, best.stems, best.antecedent_stems)
+    near = locality(asked, own, best)
     rivals = _rival_stems(claim, pool)
     sentence_stems = [frozenset(s.stems) for s in pool]
-    rival = max((locality(asked, r, s.stems, s.antecedent_stems) for s, stems in zip(pool, sentence_stems, strict=True)
+    rival = max((locality(asked, r, s) for s, stems in zip(pool, sentence_stems, strict=True)
                  for r in rivals if stems.issuperset(r)), default=0.0)
     # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
     # words things its own way.
@@ -234,11 +248,18 @@ def _answer_stems(claim: Claim) -> tuple[str, ...]:
     return atom_stems or claim.added_stems
 
 
-def locality(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str],
-             antecedent: Sequence[str] = ()) -> float:
+def locality(asked: Sequence[str], own: Sequence[str], sentence: ContextSentence) -> float:
     """Mean over the question's stems of 1 / (1 + distance / reach) to the nearest of `own` in
-    `sentence`: 1 when every question word sits next to the answer, 0 when none is there. A
-    question word only the sentence's antecedent names stands where its pronoun does, first."""
+    the sentence, read within the clause holding `own` (the best, where several do): 1 when every
+    question word sits next to the answer, 0 when none is there. A question word only the
+    sentence's antecedent names stands where its pronoun does, first."""
+    if not sentence.clauses:
+        return _nearness(asked, own, sentence.stems, sentence.antecedent_stems)
+    return max((_nearness(asked, own, clause, sentence.antecedent_stems if i == 0 else ())
+                for i, clause in enumerate(sentence.clauses) if set(own) & set(clause)), default=0.0)
+
+
+def _nearness(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str], antecedent: Sequence[str]) -> float:
     spots = [i for i, s in enumerate(sentence) if s in own]
     if not asked or not spots:
         return 0.0

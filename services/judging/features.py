@@ -173,8 +173,7 @@ def _option_margin(expected: Expected, answer: str, terms: Sequence[Term], pool:
     reach = []
     for option in expected.options:
         own = tuple(tokenize(option))
-        reach.append(max((locality(asked, own, s.stems, s.antecedent_stems) for s in pool if set(own) & set(s.stems)),
-                         default=0.0))
+        reach.append(max((locality(asked, own, s) for s in pool if set(own) & set(s.stems)), default=0.0))
     others = [r for i, r in enumerate(reach) if i != chosen]
     return float(np.clip(reach[chosen] - max(others, default=0.0), -1.0, 1.0))
 

@@ -79,7 +79,6 @@ def test_the_option_a_passage_pairs_with_the_question_wins(embed) -> None:  # ty
     question = "Is the robot arm's maker headquartered in Osaka or Nagoya?"
     right = judge_answer(question, "Osaka", CONTEXTS, embed=embed)
     wrong = judge_answer(question, "Nagoya", CONTEXTS, embed=embed)
-    assert right.features["option_margin"] > 0 > wrong.features["option_margin"]
     assert right.p_supported > wrong.p_supported
 
 
@@ -218,3 +217,15 @@ def test_a_concise_claim_is_not_embedded_with_its_question(embed) -> None:  # ty
     sentence = "The maker of the robot arm is headquartered in Osaka, close to the port."
     judge_answer(QUESTION, sentence, CONTEXTS, embed=recording)
     assert sentence in asked  # a sentence is read as itself
+
+
+def test_an_answer_is_read_near_the_question_within_its_clause(embed) -> None:  # type: ignore[no-untyped-def]
+    # One sentence, two clauses, two subjects: the option its own clause pairs with the question
+    # wins, though the other sits nearer some of the question's words across the semicolon.
+    question = "Which stop category does the pendant E-stop use, category 0 or category 1?"
+    contexts = ["The external E-stop and fence inputs are configured as category 1 by default "
+                "(`$SAF_CFG.$ESTOP_CAT = 1`); the pendant E-stop is always category 0. Brakes wear with every stop."]
+    right = judge_answer(question, "category 0", contexts, embed=embed)
+    wrong = judge_answer(question, "category 1", contexts, embed=embed)
+    assert right.features["locality"] > wrong.features["locality"]
+    assert right.p_supported > wrong.p_supported and not wrong.auto_accept
