@@ -102,9 +102,6 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
 _ANAPHORA = frozenset({"it", "its", "this", "these", "they", "their", "he", "his", "she", "her", "such"})
 
 
-_CLAUSE_END = re.compile(r"(?<=;)\s+")
-
-
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     read = _segmented(text)
@@ -114,6 +111,9 @@ def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
         before = read[i - 1] if i and opens and opens[0].lower() in _ANAPHORA else ("", ())
         sentences.append(ContextSentence(index, quote, stems, *before, clauses=_clause_stems(quote)))
     return tuple(sentences)
+
+
+_CLAUSE_END = re.compile(r"(?<=;)\s+")  # the clause goes on to its semicolon
 
 
 def _clause_stems(quote: str) -> tuple[tuple[str, ...], ...]:
