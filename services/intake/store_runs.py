@@ -1,18 +1,24 @@
-"""Store a batch of assessed runs with one call per table, and mark their intake rows.
+"""Store a batch of assessed runs with one COPY per table, and mark their intake rows.
 
 save_run (services.answering.runs) stores one run in a statement per row: the run, then each
 iteration, event and LLM call, each flushed by the ORM; the intake row is then marked with an
 UPDATE that also sets the run's app. For a batch of 64 short records that was about 1,300
 round trips, and every INSERT on runs and run_iterations fires the statement-level triggers
-(the Document trends rollup, 0015; the Tuning matrix rows, 0017) once more. Here a batch is:
-one INSERT of every run (its app written with it, so no UPDATE of runs follows), one of every
-iteration (the two tables with triggers), one executemany of the events and one of the LLM
-calls (a pipelined INSERT a row: no triggers there), one UPDATE of every intake row.
+(the Document trends rollup, 0015; the Tuning matrix rows, 0017; the document index, 0018) once
+more. Here a batch is: the runs' ids drawn from their sequence, one COPY of every run (its app
+written with it, so no UPDATE of runs follows), one of every iteration, event and LLM call, and
+one UPDATE of every intake row. A COPY is one statement: the statement-level triggers fire once
+for it and take their rows in their ORDER BY, the same order in every worker's transaction (a
+row at a time, two workers storing runs that cite the same documents on the same day took the
+rollup's rows in different orders and deadlocked). It replaced one multi-row INSERT a table,
+whose thousands of placeholders psycopg split and PostgreSQL parsed for every batch: about a
+millisecond a short record of the client's CPU (bench/intake.py).
 
-The rows are save_run's own (run_row_values, child_row_values, with the app added;
-tests/services/intake/test_store_runs.py stores the same assessments both ways and compares
-every column). The order save_run keeps is kept: a batch's runs are inserted before their
-iterations, which the rollup's iterations trigger joins to their run.
+The rows are save_run's own (run_row_values, child_row_values, with the id and app added, and
+the Python-side defaults save_run's ORM fills in; tests/services/intake/test_store_runs.py stores
+the same assessments both ways and compares every column). The order save_run keeps is kept: a
+batch's runs are copied before their iterations, which the rollup's iterations trigger joins to
+their run.
 """
 
 from __future__ import annotations
@@ -20,8 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, text
+import psycopg
+from psycopg.types.json import Jsonb
+from sqlalchemy import Table, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.schema import ColumnDefault
 
 from db.models import LLMCallRow, RunEvent, RunIteration
 from db.models import Run as RunRow
@@ -33,7 +44,8 @@ _ITERATIONS = cast(Table, RunIteration.__table__)
 _EVENTS = cast(Table, RunEvent.__table__)
 _CALLS = cast(Table, LLMCallRow.__table__)
 
-# Every intake row of the batch in one statement; the runs took their app when inserted.
+_RUN_IDS = text("SELECT nextval('runs_id_seq') FROM generate_series(1, :n)")
+# Every intake row of the batch in one statement; the runs took their app when copied.
 _MARK_ASSESSED = text("""
 UPDATE run_intake i SET status = 'assessed', run_id = m.run_id, error = NULL, assessed_at = now()
 FROM unnest(CAST(:ids AS bigint[]), CAST(:run_ids AS bigint[])) AS m(id, run_id)
@@ -48,33 +60,43 @@ def store_runs(runs: Sequence[tuple[int, Run, str | None]], *, session: Session)
     transaction (and a savepoint, to fall back on storing one by one if a row is refused)."""
     if not runs:
         return []
-    inserted = session.execute(_RUNS.insert().returning(_RUNS.c.id, sort_by_parameter_order=True),
-                               [{**run_row_values(run), "app": app} for _, run, app in runs])
-    run_ids = [int(row[0]) for row in inserted]
-    iterations: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    for run_id, (_, run, _) in zip(run_ids, runs, strict=True):
+    run_ids = [int(i) for i in session.scalars(_RUN_IDS, {"n": len(runs)})]
+    rows: dict[Table, list[dict[str, Any]]] = {_RUNS: [], _ITERATIONS: [], _CALLS: [], _EVENTS: []}
+    for run_id, (_, run, app) in zip(run_ids, runs, strict=True):
+        rows[_RUNS].append({"id": run_id, **run_row_values(run), "app": app})
         children = child_row_values(run_id, run)
-        iterations += children.iterations
-        calls += children.calls
-        events += children.events
-    # The iterations as one statement: RETURNING makes SQLAlchemy send them as a multi-row INSERT
-    # ("insertmanyvalues"), not as psycopg's executemany of one INSERT a row. A row at a time,
-    # the statement-level triggers on run_iterations (the Document trends rollup, the document
-    # index) fired once a row, and two workers storing runs that cite the same documents on the
-    # same day took the rollup's rows in different orders and deadlocked (bench/intake.py, five
-    # contexts from one article); in one statement the trigger upserts in its ORDER BY, the same
-    # order in every transaction. Events and LLM calls have no triggers: their executemany is
-    # cheaper for the client (a short record's ten events cost 2 ms more as a multi-row INSERT).
-    if iterations:
-        session.execute(_ITERATIONS.insert().returning(_ITERATIONS.c.id), iterations)
-    for table, rows in ((_CALLS, calls), (_EVENTS, events)):
-        if rows:
-            session.execute(insert(table), rows)
+        rows[_ITERATIONS] += children.iterations
+        rows[_CALLS] += children.calls
+        rows[_EVENTS] += children.events
+    for table, table_rows in rows.items():  # runs first: the iterations' triggers join them
+        _copy(session, table, table_rows)
     intake_ids = [intake_id for intake_id, _, _ in runs]
     marked = {int(row[0]) for row in session.execute(_MARK_ASSESSED, {"ids": intake_ids, "run_ids": run_ids})}
     missing = sorted(set(intake_ids) - marked)
     if missing:
         raise NotFoundError(f"no intake record {', '.join(map(str, missing))}")
     return run_ids
+
+
+def _copy(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """COPY `rows` (each with the same keys) into `table` as the ORM inserts them: a column a row
+    leaves out takes its Python-side default, or else the server's, and None in a JSON column is
+    JSON's null (SQLAlchemy's JSON type without none_as_null), not SQL's."""
+    if not rows:
+        return
+    defaults = {c.name: c.default for c in table.columns
+                if c.name not in rows[0] and isinstance(c.default, ColumnDefault) and not c.computed}
+    names = [*rows[0], *defaults]
+    as_json = [isinstance(table.c[name].type, JSONB) for name in names]
+    statement = f"COPY {table.name} ({', '.join(names)}) FROM STDIN"
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    try:
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in rows:
+                values = [*row.values(), *(d.arg(None) if d.is_callable else d.arg for d in defaults.values())]
+                copy.write_row([Jsonb(v) if json else v for v, json in zip(values, as_json, strict=True)])
+    except psycopg.Error as exc:
+        # Wrapped as SQLAlchemy wraps the errors of the statements it runs, so the store's
+        # transaction turns a lost server or an aborted statement into the same message.
+        raise DBAPIError.instance(statement, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc

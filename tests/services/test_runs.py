@@ -81,7 +81,7 @@ def test_a_runs_iterations_go_in_one_statement(clean_db):
             run_id = save_run(make_run(), session=session)
         stored = session.execute(text("SELECT count(*) FROM run_iterations WHERE run_id = :id"), {"id": run_id})
         assert stored.scalar_one() == 2
-    assert inserts == [True]
+    assert inserts == [1]
 
 
 def test_to_dict_is_the_stored_json_shape():

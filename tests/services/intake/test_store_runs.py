@@ -114,7 +114,7 @@ def test_a_batch_inserts_its_iterations_in_one_statement(corpus, settings):  # t
             assert store_batch(claimed, outcomes, collection="default", session=session) == [True] * len(runs)
         stored = session.execute(text("SELECT count(*) FROM run_iterations")).scalar_one()
     assert stored == len(runs) > 1
-    assert inserts == [True]
+    assert inserts == [1]
 
 
 def test_two_workers_storing_runs_that_cite_the_same_documents_both_finish(clean_db, settings):  # type: ignore[no-untyped-def]
