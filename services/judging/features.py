@@ -7,8 +7,10 @@ one model can weigh them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -67,11 +69,61 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
                 entail: Entail | None = None, model_support: float | None = None) -> Reading:
     """The signals for `answer`; `entail` (an NLI model) and `model_support` (a language model's
     P(grounded)) add theirs when given."""
+    words = read_words(question, answer, tuple(contexts))
+    features = dict(words.features)
+    if words.abstains:
+        return Reading(features, (), words.expected, True, None, True)
+    expected, pool, adding = words.expected, words.pool, words.adding
+    if embed is not None and expected.kind == CHOICE:
+        features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed,
+                                                         sentence_reader(embed, contexts))
+    if embed is not None and adding:
+        sentences = sentence_reader(embed, contexts)
+        answering = words.answering()
+        features["similarity"] = _similarity(question, adding, embed, sentences)
+        features["relevance"] = _relevance(question, answering.claim.text, embed)
+        features["evidence_margin"] = _evidence_margin(question, answering, pool, words.terms, embed, sentences)
+        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
+    if model_support is not None:
+        features["model_log_odds"] = log_odds(model_support)
+    if entail is not None and adding:
+        pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
+        features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
+    return Reading(features, words.read, expected, False, words.contradiction_reason, words.adds_nothing,
+                   words.swapped)
+
+
+@dataclass(frozen=True)
+class Words:
+    """What the answer's words say against the contexts' words: every signal but the models'."""
+
+    features: dict[str, float]  # copied before it is added to
+    expected: Expected
+    abstains: bool
+    terms: tuple[Term, ...] = ()
+    pool: tuple[ContextSentence, ...] = ()
+    read: tuple[ClaimEvidence, ...] = ()
+    adding: tuple[ClaimEvidence, ...] = ()
+    contradiction_reason: str | None = None
+    adds_nothing: bool = True
+    swapped: tuple[str, str] | None = None
+
+    def answering(self) -> ClaimEvidence:
+        """The claim that answers: the one whose evidence is most about the question."""
+        return max(self.adding, key=lambda r: (r.question_coverage, r.locality))
+
+
+# Intake reads a batch's answers once without contexts and once with them to learn what the
+# judge will embed (services.intake.batch), then for real: that last reading finds the one before
+# here. A batch holds at most 256 records; 512 readings of SQuAD-sized contexts kept ~15 MB.
+@lru_cache(maxsize=512)
+def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
+    """Every signal of `answer` that the words decide, with what the semantic ones read."""
     expected = expected_kind(question)
     features = dict.fromkeys(FEATURES, 0.0)
     if is_abstention(answer):
         features["abstains"] = 1.0
-        return Reading(features, (), expected, True, None, True)
+        return Words(features, expected, True)
     terms = query_terms(question)
     pool = context_sentences(contexts)
     avoid = frozenset(s for option in expected.options for s in tokenize(option))
@@ -87,18 +139,18 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         # whatever its contexts say.
         claims = answer_claims("", answer)
     read = tuple(read_claim(question, terms, c, pool, contexts, avoid=avoid) for c in claims)
-    adding = [r for r in read if r.claim.added_stems or r.claim.added_atoms]
+    adding = tuple(r for r in read if r.claim.added_stems or r.claim.added_atoms)
     concise = is_concise(answer)
     features["concise"] = float(concise)
     all_atoms = [a for r in adding for a in r.claim.added_atoms]
     missing_atoms = [a for r in adding for a in r.unsupported_atoms]
     features["unsupported_atom"] = float(bool(missing_atoms))
     features["atom_support"] = 1.0 - len(missing_atoms) / len(all_atoms) if all_atoms else 1.0
+    words = Words(features, expected, False, tuple(terms), tuple(pool), read, adding)
     if adding:
         features["word_support"] = min(r.word_support for r in adding)
         features["evidence_support"] = min(r.evidence_support for r in adding)
-        # The claim that answers is the one whose evidence is most about the question.
-        answering = max(adding, key=lambda r: (r.question_coverage, r.locality))
+        answering = words.answering()
         features["question_coverage"] = answering.question_coverage
         # The names and codes the question asks about ("PROFINET", "SRVO-045") are what an
         # answer about something else most often lacks: their share in the evidence sentence.
@@ -112,9 +164,6 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     features["type_fit"] = type_fit(expected, tuple(all_atoms), added_text)
     if expected.kind == CHOICE:
         features["option_margin"] = _option_margin(expected, answer, terms, pool, avoid)
-        if embed is not None:
-            features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed,
-                                                             sentence_reader(embed, contexts))
     features["reversal"] = float(any(r.reversal for r in read))
     # Against the question without its options: the option a swap picks is not the question's word.
     unoptioned = _without(question, expected.options)
@@ -126,20 +175,10 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     found = None if concise else contradiction(question, terms, [r.claim.text for r in read])
     if found is not None:
         features["contradiction"] = 1.0 if found.hard else 0.5
-    if embed is not None and adding:
-        sentences = sentence_reader(embed, contexts)
-        features["similarity"] = _similarity(question, adding, embed, sentences)
-        features["relevance"] = _relevance(question, answering.claim.text, embed)
-        features["evidence_margin"] = _evidence_margin(question, answering, pool, terms, embed, sentences)
-        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
-    if model_support is not None:
-        features["model_log_odds"] = log_odds(model_support)
-    if entail is not None and adding:
-        pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
-        features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     # A concise answer picks something; a sentence that adds nothing to its question is capped.
     adds_nothing = not adding or (restates and not concise)
-    return Reading(features, read, expected, False, found.reason if found else None, adds_nothing, swapped)
+    return dataclasses.replace(words, contradiction_reason=found.reason if found else None,
+                               adds_nothing=adds_nothing, swapped=swapped)
 
 
 def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:

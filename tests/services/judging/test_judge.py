@@ -8,6 +8,7 @@ from services.judging import judge_answer
 from services.judging.adequacy import grade_answer
 from services.judging.atoms import atoms, holds
 from services.judging.claims import answer_claims, is_abstention
+from services.judging.features import read_answer
 from services.judging.judge import NOTHING_ADDED_CAP
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.vectors import cached_embedder
@@ -229,3 +230,17 @@ def test_an_answer_is_read_near_the_question_within_its_clause(embed) -> None:  
     wrong = judge_answer(question, "category 1", contexts, embed=embed)
     assert right.features["locality"] > wrong.features["locality"]
     assert right.p_supported > wrong.p_supported and not wrong.auto_accept
+
+
+def test_a_reading_kept_for_the_same_words_carries_nothing_of_the_embedder_it_met(embed) -> None:  # type: ignore[no-untyped-def]
+    """The words' reading is kept between calls (intake reads each answer twice): a reading with
+    vectors must not leave its semantic signals in the kept one, nor a model's verdict."""
+    answer = "The maker of the robot arm has its head office in Osaka."
+    with_vectors = read_answer(QUESTION, answer, CONTEXTS, embed=embed, model_support=0.9)
+    words_only = read_answer(QUESTION, answer, CONTEXTS, embed=None)
+    assert with_vectors.features["similarity"] > 0 and with_vectors.features["model_log_odds"] > 0
+    assert words_only.features["similarity"] == 0.0 and words_only.features["model_log_odds"] == 0.0
+    assert {k: v for k, v in with_vectors.features.items()
+            if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")} \
+        == {k: v for k, v in words_only.features.items()
+            if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")}
