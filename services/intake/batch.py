@@ -6,25 +6,25 @@ pass over a few texts; on two shared cores a pass over two texts costs nearly wh
 sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A batch asks:
 
 1. for every record's contexts and question (what the dense similarities need) and what its
-   judges embed whatever chunks CRAG keeps (the answer's claims, alone and read with the
-   question), in one call into the judge's cache (services.judging.vectors.SentenceEmbedder);
-   a context encoded there is read with its tokens, so the judges' reading of its sentences
-   (each the mean of its tokens in that pass) costs no second look. What the judges embed is
-   learned by running the judge's own public functions with an embedder that only writes down
-   what it is asked for (_Recording);
+   judges read alone whatever chunks CRAG keeps (services.judging.features.texts_read_alone:
+   the question and the answer's claims), in one call into the judge's cache (services.judging.
+   vectors.SentenceEmbedder); a context encoded there is read with its tokens, so the judges'
+   reading of its sentences (each the mean of its tokens in that pass) costs no second look;
 2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges read of
-   the chunks CRAG keeps, recorded the same way: only a kept chunk not read in the first call
-   (one whose title travels with it for its similarity, or whose similarity was given) goes to
-   the model, whole, once.
+   the chunks CRAG keeps, learned by running the judge's own public functions with an embedder
+   that only writes down what it is asked for (_Recording): only a kept chunk not read in the
+   first call (one whose title travels with it for its similarity, or whose similarity was
+   given) goes to the model, whole, once.
 
 The judges, run for real, find their vectors in the cache. Passing every context in the first
 call would make one call of every batch, but CRAG drops contexts often enough that reading
 dropped ones costs more than the second call. The cache is shared, so a text both sides embed
 (the question, a one-sentence context) is encoded once. A text the recording missed is encoded
 when the judge asks, as it always was: the recording decides only what is encoded early, never
-what a record gets. Each record's result is the one it gets alone, to the float noise of
-encoding a text beside others (a vector component moves by about 1e-7: padding changes the
-kernels' summation order).
+what a record gets. The judges' reading of an answer's words, made while recording, is kept
+for the real run (services.judging.features.read_words). Each record's result is the one it
+gets alone, to the float noise of encoding a text beside others (a vector component moves by
+about 1e-7: padding changes the kernels' summation order).
 
 A record that fails is returned as its exception and the others go on; a store that fails
 raises (STORE_ERRORS): nothing of the batch can be stored then.
@@ -43,9 +43,8 @@ from sqlalchemy.orm import Session
 from services.answering.llm.base import AnswerBackend
 from services.answering.presets import FeatureConfig
 from services.errors import DatabaseRefusedError, DatabaseUnavailableError
-from services.intake.assessment import Assessment, Events, Staged, assessment_config, judge_staged, stage_hits
+from services.intake.assessment import Assessment, Events, Staged, judge_staged, stage_hits
 from services.intake.context_scores import (
-    EXTERNAL_MODE,
     KnownDocument,
     PreparedContexts,
     known_documents,
@@ -55,6 +54,7 @@ from services.intake.schema import ExternalRun
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance
 from services.judging.evidence import ContextSentence
+from services.judging.features import texts_read_alone
 from services.judging.model import JudgeModel
 from services.judging.vectors import SentenceEmbedder, cached_embedder
 from services.retrieval.embedding import model_dimension
@@ -82,7 +82,7 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
         _prepare(r, j, session=session, collection=collection, settings=settings, known=known)
         for r, j in zip(records, judges)]
     dimension = model_dimension(settings.embedding_model)
-    first, judged = _Recording(dimension), assessment_config(judges=True, mode=EXTERNAL_MODE)
+    first = _Recording(dimension)
     for i, outcome in enumerate(outcomes):
         if isinstance(outcome, tuple):
             prepared = outcome[0]
@@ -91,7 +91,7 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
             if judges[i]:  # a context encoded anyway is read with its sentences, which the judges may read
                 wanted = set(encoded)
                 first.contexts.extend(c.text for c in prepared.given if c.text in wanted)
-                record_judges(prepared.query, records[i].answer, [], judged, first)
+                first.texts.extend(texts_read_alone(prepared.query, records[i].answer))
     _prefetch(embed, first)
 
     staged: dict[int, tuple[Staged, PreparedContexts]] = {}
@@ -179,7 +179,7 @@ def record_judges(query: str, answer: str, chunks: Sequence[str], config: Featur
     """Write down in `recording` what the judges will embed for `answer` on `chunks` (their
     texts), as stages.judge calls them: the verdict (services.judging.judge_answer), then the
     answer's relevance to the question, which both the reflection read off the verdict and the
-    offline grade use. With no chunks, what they embed whatever CRAG keeps: the claims."""
+    offline grade use."""
     if not answer or not (config.enable_self_reflection or config.enable_answer_grading):
         return
     try:

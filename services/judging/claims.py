@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from services.judging._lexical import PHRASING
 from services.judging._morphology import related_in
@@ -57,6 +58,9 @@ def is_concise(answer: str) -> bool:
     return len(strip_markers(answer).split()) <= CONCISE_WORDS
 
 
+# Kept: an answer's claims are read for its verdict and for its grade, and by intake
+# once more to learn what the judge will embed (services.intake.batch), each time the same.
+@lru_cache(maxsize=1024)
 def answer_claims(question: str, answer: str) -> tuple[Claim, ...]:
     """The answer's sentences as claims (a concise answer is one claim)."""
     sentences = answer_sentences(answer)

@@ -17,6 +17,7 @@ import numpy as np
 from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
+from services.judging._sentences import answer_sentences
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise
 from services.judging.evidence import ClaimEvidence, ContextSentence, context_sentences, locality, read_claim
@@ -179,6 +180,17 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     adds_nothing = not adding or (restates and not concise)
     return dataclasses.replace(words, contradiction_reason=found.reason if found else None,
                                adds_nothing=adds_nothing, swapped=swapped)
+
+
+def texts_read_alone(question: str, answer: str) -> list[str]:
+    """What reading `answer` (read_answer, and adequacy.answer_relevance) embeds alone, whatever
+    its contexts, give or take a claim: the question, with and without its options, each claim
+    (_similarity, _relevance) and the answer's plain text. Its contexts' sentences are read in
+    their contexts. Intake encodes these with its batch's contexts (services.intake.batch), before
+    CRAG decides which contexts the judge reads."""
+    unoptioned = _without(question, expected_kind(question).options)
+    texts = [question, unoptioned, *(c.text for c in answer_claims(unoptioned, answer)), " ".join(answer_sentences(answer))]
+    return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
 def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:

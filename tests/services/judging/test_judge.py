@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import pytest
 
 from services.judging import judge_answer
-from services.judging.adequacy import grade_answer
+from services.judging.adequacy import answer_relevance, grade_answer
 from services.judging.atoms import atoms, holds
 from services.judging.claims import answer_claims, is_abstention
-from services.judging.features import read_answer
+from services.judging.features import read_answer, texts_read_alone
 from services.judging.judge import NOTHING_ADDED_CAP
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.vectors import cached_embedder
@@ -244,3 +248,37 @@ def test_a_reading_kept_for_the_same_words_carries_nothing_of_the_embedder_it_me
             if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")} \
         == {k: v for k, v in words_only.features.items()
             if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")}
+
+
+class _Recorder:
+    """An embedder writing down the texts it is asked to read alone (sentences read in context aside)."""
+
+    def __init__(self) -> None:
+        self.alone: list[str] = []
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.alone += texts
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+    def in_context(self, contexts: Sequence[str], sentences: Sequence[Any]) -> np.ndarray:
+        return np.ones((len(sentences), 4), dtype=np.float32) / 2
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    (QUESTION, "Osaka"),
+    (QUESTION, "The maker of the robot arm has its head office in Kobe."),
+    (QUESTION, "Fanuc makes it. Its head office is in Osaka, and its largest plant is in Nagoya."),
+    ("Is the arm serviced every 6 months or every 12 months?", "every 6 months"),
+    ("Is the arm serviced every 6 months or every 12 months?", "The arm is serviced every 6 months."),
+    (QUESTION, "I don't know."),
+    (QUESTION, ""),
+])
+def test_what_an_answer_is_read_alone_for_is_known_before_its_contexts_are(question: str, answer: str) -> None:
+    """Intake encodes these with its batch's contexts, before CRAG picks the contexts the judge
+    reads (services.intake.batch): whatever the contexts, the judge reads nothing else alone."""
+    known = set(texts_read_alone(question, answer))
+    for contexts in (CONTEXTS, CONTEXTS[:1], CONTEXTS[1:], []):
+        recorder = _Recorder()
+        judge_answer(question, answer, contexts, embed=recorder)
+        answer_relevance(question, answer, recorder)
+        assert set(recorder.alone) <= known, set(recorder.alone) - known
