@@ -4,7 +4,7 @@ scoring, review, the pipeline, intake, pages and exports all speak."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -86,7 +86,7 @@ class Hit:
     origin: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hit:
@@ -114,8 +114,8 @@ class RetrievalResult:
     query_idf: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["hits"] = [h.to_dict() for h in self.hits]
+        data: dict[str, Any] = plain(self)
+        data["hits"] = list(data["hits"])
         return data
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from services.domain import plain
 
 SUPPORTED, UNCERTAIN, UNSUPPORTED, ABSTAINED, UNCHECKED = "supported", "uncertain", "unsupported", "abstained", "unchecked"
 UNSUPPORTED_BELOW = 0.5  # P(supported) under this is labelled unsupported
@@ -28,7 +30,7 @@ class ClaimCheck:
     reversed: tuple[str, str] | None = None  # (claim word, the opposite the evidence says)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,9 @@ class Verdict:
         return tuple(dict.fromkeys(w for c in self.claims for w in c.unsupported))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "claims": [c.to_dict() for c in self.claims]}
+        data: dict[str, Any] = plain(self)
+        data["claims"] = list(data["claims"])
+        return data
 
 
 def grounded(features: dict[str, float]) -> bool:
