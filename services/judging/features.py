@@ -96,7 +96,8 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
 
 @dataclass(frozen=True)
 class Words:
-    """What the answer's words say against the contexts' words: every signal but the models'."""
+    """What the answer's words say against the contexts' words: every signal but the semantic
+    ones and the models', and what those read."""
 
     features: dict[str, float]  # copied before it is added to
     expected: Expected
@@ -114,8 +115,8 @@ class Words:
         return max(self.adding, key=lambda r: (r.question_coverage, r.locality))
 
 
-# Intake reads a batch's answers once without contexts and once with them to learn what the
-# judge will embed (services.intake.batch), then for real: that last reading finds the one before
+# Intake reads a batch's answers on CRAG's chunks to learn what the judge will embed
+# (services.intake.batch), then for real on the same chunks: the real reading finds the first
 # here. A batch holds at most 256 records; 512 readings of SQuAD-sized contexts kept ~15 MB.
 @lru_cache(maxsize=512)
 def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
