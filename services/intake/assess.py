@@ -41,19 +41,21 @@ from services.store import transaction
 
 _log = logging.getLogger("workbench.intake")
 MAX_REASON_CHARS = 2_000
-# Records a batch at most, claimed CLAIM_STEP at a time until they carry PASS_TEXTS texts
-# (contexts, questions and answers): the model's calls cost less a text the more texts they
-# hold, for they are cut into forward passes of 64 like-length texts. Encoding short records'
-# texts (one context, question, answer; bare model, one thread, 2026-11-27T15:31Z, load 9-10)
-# cost 42.1, 29.9, 21.2 and 17.0 CPU ms a record in calls of 32, 64, 128 and 256 records. So
-# records of one short context are claimed 256 at a time (768 texts; the assessment's model
-# time 26.2 -> 22.3 ms a record against batches of 128, README "Intake that keeps up"),
-# records of five contexts 128 (896), whose model time is their tokens whatever the batch. A
-# batch holds its rows' locks until it commits (5-10 s here), and a worker stopping waits for
-# the batch it is on (api/worker.py).
-ASSESS_BATCH = 256
+# Records a batch at most, claimed CLAIM_STEP at a time until their texts (contexts, questions
+# and answers) hold PASS_CHARS characters: the model's calls cost less a text the more texts they
+# hold, for they are cut into forward passes of 64 like-length texts, and a batch's model work is
+# its tokens, which its characters stand for. Encoding short records' texts (one context,
+# question, answer; bare model, one thread, 2026-11-27T15:31Z, load 9-10) cost 42.1, 29.9, 21.2
+# and 17.0 CPU ms a record in calls of 32, 64, 128 and 256 records; in batches of 512 instead of
+# 256 they drained 8% faster again (bench/intake.py --runs 512, 2026-11-28T07:00Z: wall ratio
+# 0.725-0.754 against 0.677-0.707). So records of one short context (~360 characters) are claimed
+# 512 at a time, records of five contexts of ~100 words (~3,200) 128, as when batches were cut at
+# 768 texts: their model time is their tokens whatever the batch, and a batch holds its rows'
+# locks until it commits (16 s for 128 of them here; a worker stopping waits for the batch it is
+# on, api/worker.py).
+ASSESS_BATCH = 512
 CLAIM_STEP = 32
-PASS_TEXTS = 768
+PASS_CHARS = 400_000
 
 ProgressCallback = Callable[[int, int], None]  # (records done, records to do as known so far)
 
@@ -191,14 +193,19 @@ def process_queue(*, limit: int | None = None, judges: bool = True, on_progress:
 
 
 def _claim(most: int, *, session: Session) -> list[QueuedRecord]:
-    """Up to `most` records, claimed CLAIM_STEP at a time until they carry PASS_TEXTS texts."""
+    """Up to `most` records, claimed CLAIM_STEP at a time until their texts hold PASS_CHARS characters."""
     claimed = next_queued(min(most, CLAIM_STEP), session=session)
-    while claimed and len(claimed) < most and sum(len(r.run.contexts) + 2 for r in claimed) < PASS_TEXTS:
+    while claimed and len(claimed) < most and sum(map(_characters, claimed)) < PASS_CHARS:
         more = next_queued(min(most - len(claimed), CLAIM_STEP), session=session, skip=[r.intake_id for r in claimed])
         if not more:  # the queue is empty (or what was claimed no longer validated): assess what is claimed
             break
         claimed.extend(more)
     return claimed
+
+
+def _characters(record: QueuedRecord) -> int:
+    run = record.run
+    return len(run.question) + len(run.answer) + sum(len(c.text) for c in run.contexts)
 
 
 def _assess_claimed(claimed: Sequence[QueuedRecord], *, judges: bool, collection: str, backend: AnswerBackend,

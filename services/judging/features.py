@@ -117,8 +117,8 @@ class Words:
 
 # Intake reads a batch's answers on CRAG's chunks to learn what the judge will embed
 # (services.intake.batch), then for real on the same chunks: the real reading finds the first
-# here. A batch holds at most 256 records; 512 readings of SQuAD-sized contexts kept ~15 MB.
-@lru_cache(maxsize=512)
+# here. A batch holds at most 512 records; 1,024 readings of SQuAD-sized contexts kept ~30 MB.
+@lru_cache(maxsize=1024)
 def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     """Every signal of `answer` that the words decide, with what the semantic ones read."""
     expected = expected_kind(question)

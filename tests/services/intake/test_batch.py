@@ -159,25 +159,28 @@ def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, c
     assert len(calls) == 1, calls
 
 
-def test_a_batch_claims_records_until_they_carry_a_pass_of_texts(clean_db):  # type: ignore[no-untyped-def]
-    """Records of one context are claimed ASSESS_BATCH at a time; records of five, fewer: as
-    many CLAIM_STEPs as carry PASS_TEXTS texts (contexts, question, answer)."""
-    from services.intake.assess import ASSESS_BATCH, CLAIM_STEP, PASS_TEXTS, _claim
+def test_a_batch_claims_records_until_their_texts_hold_a_pass(clean_db):  # type: ignore[no-untyped-def]
+    """Records of one short context are claimed ASSESS_BATCH at a time; records of five long
+    ones, fewer: as many CLAIM_STEPs as hold PASS_CHARS characters (contexts, question, answer)."""
+    from services.intake.assess import ASSESS_BATCH, CLAIM_STEP, PASS_CHARS, _claim
 
-    def records(n: int, contexts: int, tag: str) -> list[ExternalRun]:
+    def records(n: int, contexts: int, words: int, tag: str) -> list[ExternalRun]:
         return [ExternalRun.model_validate({"question": f"Question {tag}{i}?", "answer": "An answer.", "trace_id": f"{tag}{i}",
-                                            "contexts": [{"text": f"Context {c} of {tag}{i}."} for c in range(contexts)]})
+                                            "contexts": [{"text": f"Context {c} of {tag}{i}." + " word" * words}
+                                                         for c in range(contexts)]})
                 for i in range(n)]
 
     with transaction() as session:
-        accept_records(records(ASSESS_BATCH + 10, 1, "one-"), source="api", session=session)
+        accept_records(records(ASSESS_BATCH + 10, 1, 50, "one-"), source="api", session=session)
     with transaction() as session:
         claimed = _claim(ASSESS_BATCH, session=session)
-    assert len({r.intake_id for r in claimed}) == len(claimed) == ASSESS_BATCH  # 3 texts a record: never enough to stop
+    assert len({r.intake_id for r in claimed}) == len(claimed) == ASSESS_BATCH  # ~300 characters a record
     with transaction() as session:
         session.execute(text("DELETE FROM run_intake"))
-        accept_records(records(ASSESS_BATCH + 10, 5, "five-"), source="api", session=session)
+        five = records(ASSESS_BATCH + 10, 5, 120, "five-")
+        accept_records(five, source="api", session=session)
     with transaction() as session:
         claimed = _claim(ASSESS_BATCH, session=session)
-    steps = -(-PASS_TEXTS // (7 * CLAIM_STEP))  # 7 texts a record
+    each = len(five[0].question) + len(five[0].answer) + sum(len(c.text) for c in five[0].contexts)
+    steps = -(-PASS_CHARS // (each * CLAIM_STEP))
     assert len({r.intake_id for r in claimed}) == len(claimed) == steps * CLAIM_STEP < ASSESS_BATCH
