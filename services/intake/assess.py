@@ -47,7 +47,7 @@ MAX_REASON_CHARS = 2_000
 # its tokens, which its characters stand for. Encoding short records' texts (one context,
 # question, answer; bare model, one thread, 2026-11-27T15:31Z, load 9-10) cost 42.1, 29.9, 21.2
 # and 17.0 CPU ms a record in calls of 32, 64, 128 and 256 records; in batches of 512 instead of
-# 256 they drained 8% faster again (bench/intake.py --runs 512, 2026-11-28T07:00Z: wall ratio
+# 256 they drained 8% faster again (bench/intake.py --runs 512, 2026-11-28T06:53Z: wall ratio
 # 0.725-0.754 against 0.677-0.707). So records of one short context (~360 characters) are claimed
 # 512 at a time, records of five contexts of ~100 words (~3,200) 128, as when batches were cut at
 # 768 texts: their model time is their tokens whatever the batch, and a batch holds its rows'
