@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import psycopg
 from psycopg import ClientCursor
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -130,6 +131,24 @@ def in_snapshot(engine: Engine, snapshot: str, work: Callable[[Connection], _T])
             return work(conn)
         finally:
             conn.rollback()
+
+
+def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]], *,
+              types: Sequence[str] | None = None) -> None:
+    """`statement` (a COPY ... FROM STDIN) fed `rows` on the session's connection, in its
+    transaction; `types` for a binary COPY. psycopg's errors are wrapped as SQLAlchemy wraps the
+    errors of the statements it runs, so the store's transaction turns a lost server or an aborted
+    statement into the same message."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    try:
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:
+            if types is not None:
+                copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(statement, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
 
 
 def _connection_lost(exc: DBAPIError) -> bool:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import psycopg
 from sqlalchemy import delete, insert, select, text, update
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from db.models import Collection, Document
@@ -17,6 +15,7 @@ from services.corpus.extract import SourceDocument
 from services.corpus.identity import StoredDocument
 from services.errors import InputError
 from services.retrieval.text import require_storable, term_counts
+from services.store import copy_rows
 
 MAX_COLLECTION_CHARS = Collection.name.type.length  # type: ignore[attr-defined]
 
@@ -131,20 +130,11 @@ def insert_documents(session: Session, collection_id: int, preps: list[PreparedD
     # partition): per-row inserts through the ORM and pgvector's text form of every embedding
     # cost the client a third of ingest's own CPU time, while the encoder waited for the cores.
     chunk_ids = list(session.scalars(text(_CHUNK_IDS), {"n": n_chunks}))
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
     rows = ((document_id, collection_id, ordinal, chunk, tokens, vector)
             for document_id, prep in zip(document_ids, preps, strict=True)
             for ordinal, (chunk, tokens, vector) in enumerate(zip(prep.chunks, prep.token_counts, prep.embeddings)))
-    try:
-        with raw.cursor() as cursor, cursor.copy(_COPY_CHUNKS) as copy:
-            copy.set_types(["int8", "int4", "int4", "int4", "text", "int4", "vector"])
-            for chunk_id, row in zip(chunk_ids, rows, strict=True):
-                copy.write_row((chunk_id, *row))
-    except psycopg.Error as exc:
-        # Wrapped as SQLAlchemy wraps the errors of the statements it runs, so the store's
-        # transaction turns a lost server or an aborted statement into the same message.
-        raise DBAPIError.instance(_COPY_CHUNKS, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+    copy_rows(session, _COPY_CHUNKS, ((chunk_id, *row) for chunk_id, row in zip(chunk_ids, rows, strict=True)),
+              types=["int8", "int4", "int4", "int4", "text", "int4", "vector"])
     texts = [indexed_text(prep.source.title, chunk) for prep in preps for chunk in prep.chunks]
     index_chunks(session, collection_id, chunk_ids, texts)
 

@@ -23,14 +23,12 @@ their run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import Table, text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.schema import ColumnDefault
 
@@ -38,6 +36,7 @@ from db.models import LLMCallRow, RunEvent, RunIteration
 from db.models import Run as RunRow
 from services.answering.runs import Run, child_row_values, run_row_values
 from services.errors import NotFoundError
+from services.store import copy_rows
 
 _RUNS = cast(Table, RunRow.__table__)
 _ITERATIONS = cast(Table, RunIteration.__table__)
@@ -89,14 +88,10 @@ def _copy(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> Non
     names = [*rows[0], *defaults]
     as_json = [isinstance(table.c[name].type, JSONB) for name in names]
     statement = f"COPY {table.name} ({', '.join(names)}) FROM STDIN"
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    try:
-        with raw.cursor() as cursor, cursor.copy(statement) as copy:
-            for row in rows:
-                values = [*row.values(), *(d.arg(None) if d.is_callable else d.arg for d in defaults.values())]
-                copy.write_row([Jsonb(v) if json else v for v, json in zip(values, as_json, strict=True)])
-    except psycopg.Error as exc:
-        # Wrapped as SQLAlchemy wraps the errors of the statements it runs, so the store's
-        # transaction turns a lost server or an aborted statement into the same message.
-        raise DBAPIError.instance(statement, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+
+    def values() -> Iterator[list[Any]]:
+        for row in rows:
+            given = [*row.values(), *(d.arg(None) if d.is_callable else d.arg for d in defaults.values())]
+            yield [Jsonb(v) if json else v for v, json in zip(given, as_json, strict=True)]
+
+    copy_rows(session, statement, values())

@@ -7,7 +7,6 @@ one model can weigh them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -111,8 +110,12 @@ class Words:
     swapped: tuple[str, str] | None = None
 
     def answering(self) -> ClaimEvidence:
-        """The claim that answers: the one whose evidence is most about the question."""
-        return max(self.adding, key=lambda r: (r.question_coverage, r.locality))
+        return _answering(self.adding)
+
+
+def _answering(adding: Sequence[ClaimEvidence]) -> ClaimEvidence:
+    """The claim that answers: the one whose evidence is most about the question."""
+    return max(adding, key=lambda r: (r.question_coverage, r.locality))
 
 
 # Intake reads a batch's answers on CRAG's chunks to learn what the judge will embed
@@ -148,11 +151,10 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     missing_atoms = [a for r in adding for a in r.unsupported_atoms]
     features["unsupported_atom"] = float(bool(missing_atoms))
     features["atom_support"] = 1.0 - len(missing_atoms) / len(all_atoms) if all_atoms else 1.0
-    words = Words(features, expected, False, tuple(terms), tuple(pool), read, adding)
     if adding:
         features["word_support"] = min(r.word_support for r in adding)
         features["evidence_support"] = min(r.evidence_support for r in adding)
-        answering = words.answering()
+        answering = _answering(adding)
         features["question_coverage"] = answering.question_coverage
         # The names and codes the question asks about ("PROFINET", "SRVO-045") are what an
         # answer about something else most often lacks: their share in the evidence sentence.
@@ -179,8 +181,8 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         features["contradiction"] = 1.0 if found.hard else 0.5
     # A concise answer picks something; a sentence that adds nothing to its question is capped.
     adds_nothing = not adding or (restates and not concise)
-    return dataclasses.replace(words, contradiction_reason=found.reason if found else None,
-                               adds_nothing=adds_nothing, swapped=swapped)
+    return Words(features, expected, False, tuple(terms), tuple(pool), read, adding,
+                 found.reason if found else None, adds_nothing, swapped)
 
 
 def texts_read_alone(question: str, answer: str) -> list[str]:
