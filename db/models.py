@@ -90,9 +90,10 @@ class Chunk(Base):
 
 
 class Bm25Term(Base):
-    """Document frequency of one term within one collection, and the bounds retrieval's
-    MaxScore pruning needs: its largest tf and its shortest chunk. Removing a document
-    leaves the bounds as they were: a stale bound is still a bound, only a looser one."""
+    """Document frequency of one term within one collection, and what retrieval's MaxScore
+    pruning bounds the term's impact by: for each tf the term has, the shortest chunk holding it
+    that often (`impact_tf[i]`, `impact_dl[i]`, ascending tf; migration 0019 says why). Removing
+    a document leaves the pairs as they were: a stale bound is still a bound, only a looser one."""
 
     __tablename__ = "bm25_terms"
     __table_args__ = (UniqueConstraint("collection_id", "term"),)
@@ -100,8 +101,8 @@ class Bm25Term(Base):
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
     term: Mapped[str] = mapped_column(Text)
     df: Mapped[int] = mapped_column(Integer)
-    max_tf: Mapped[int] = mapped_column(Integer)
-    min_dl: Mapped[int] = mapped_column(Integer)
+    impact_tf: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    impact_dl: Mapped[list[int]] = mapped_column(ARRAY(Integer))
 
 
 class Bm25Posting(Base):

@@ -171,19 +171,27 @@ def index_chunks(session: Session, collection_id: int, chunk_ids: Sequence[int],
 
 
 # Terms are upserted in term order: concurrent ingests then lock them in the same order and
-# cannot deadlock. max_tf and min_dl only ever widen (see db.models.Bm25Term).
+# cannot deadlock. A term's (tf, shortest chunk) pairs bound its impact for MaxScore (see
+# db.models.Bm25Term): a batch's pairs are merged into the term's, keeping the shorter chunk
+# of each tf, so the pairs only ever widen.
 _INSERT_POSTINGS = """
 WITH p AS (
     SELECT * FROM unnest(CAST(string_to_array(:chunks, ' ') AS bigint[]), string_to_array(:terms, ' '),
                          CAST(string_to_array(:tfs, ' ') AS int[]), CAST(string_to_array(:dls, ' ') AS int[]))
                   AS p(chunk_id, term, tf, dl)
+), per_tf AS (
+    SELECT term, tf, count(*) AS n, min(dl) AS dl FROM p GROUP BY term, tf
 ), terms AS (
-    INSERT INTO bm25_terms (collection_id, term, df, max_tf, min_dl)
-    SELECT :cid, term, count(*), max(tf), min(dl) FROM p GROUP BY term ORDER BY term
+    INSERT INTO bm25_terms (collection_id, term, df, impact_tf, impact_dl)
+    SELECT :cid, term, sum(n), array_agg(tf ORDER BY tf), array_agg(dl ORDER BY tf) FROM per_tf GROUP BY term ORDER BY term
     ON CONFLICT (collection_id, term) DO UPDATE SET
         df = bm25_terms.df + EXCLUDED.df,
-        max_tf = greatest(bm25_terms.max_tf, EXCLUDED.max_tf),
-        min_dl = least(bm25_terms.min_dl, EXCLUDED.min_dl)
+        (impact_tf, impact_dl) = (
+            SELECT array_agg(tf ORDER BY tf), array_agg(dl ORDER BY tf)
+            FROM (SELECT tf, min(dl) AS dl
+                  FROM unnest(bm25_terms.impact_tf || EXCLUDED.impact_tf, bm25_terms.impact_dl || EXCLUDED.impact_dl)
+                       AS pair(tf, dl)
+                  GROUP BY tf) merged)
     RETURNING id, term
 )
 INSERT INTO bm25_postings (term_id, collection_id, chunk_id, tf, dl)

@@ -15,7 +15,8 @@ from sqlalchemy import text
 #
 # The exact top `depth` by MaxScore (Turtle & Flood, 1995), as Lucene does it. Summing every
 # posting of every query term is what costs; instead:
-# 1. each term's upper bound `ub` comes from its largest tf and shortest chunk (bm25_terms);
+# 1. each term's upper bound `ub` is its largest impact over its (tf, shortest chunk) pairs
+#    (bm25_terms, migration 0019): exact for any k1, b and average length;
 # 2. theta, a lower bound of the depth-th best score: the depth-th best full score among
 #    the 2 * depth chunks the strongest term scores highest (any depth chunks do);
 # 3. the weakest terms whose bounds sum below theta are optional: a chunk holding only them
@@ -113,7 +114,7 @@ stats AS (
            :k1 * :b * n_chunks / greatest(total_dl, 1)::float8 AS len_slope
     FROM bm25_stats WHERE collection_id = {CID}
 ), q AS (
-    SELECT t.id AS term_id, t.max_tf, t.min_dl,
+    SELECT t.id AS term_id, t.impact_tf, t.impact_dl,
            u.qtf * ln(1.0::float8 + (stats.n - coalesce(t.df, 0) + 0.5::float8) / (coalesce(t.df, 0) + 0.5::float8))
              AS idf_weight
     FROM (SELECT term, count(*)::float8 AS qtf FROM unnest(CAST(:terms AS text[])) AS term GROUP BY term) u
@@ -129,8 +130,10 @@ def _bm25_top(in_slice: str) -> str:
     top, not only its own (its own pilot made a million-chunk search slower, not faster)."""
     return f"""qt AS MATERIALIZED (
     SELECT q.term_id, q.idf_weight * (:k1 + 1.0::float8) AS weight,
-           q.idf_weight * (:k1 + 1.0::float8) * q.max_tf / (q.max_tf + stats.len_base + stats.len_slope * q.min_dl) AS ub
-    FROM q CROSS JOIN stats WHERE q.max_tf > 0
+           q.idf_weight * (:k1 + 1.0::float8) * (
+               SELECT max(pair.tf / (pair.tf + stats.len_base + stats.len_slope * pair.dl))
+               FROM unnest(CAST(q.impact_tf AS float8[]), CAST(q.impact_dl AS float8[])) AS pair(tf, dl)) AS ub
+    FROM q CROSS JOIN stats WHERE cardinality(q.impact_tf) > 0
 ), pilot AS (
     SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
     WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)

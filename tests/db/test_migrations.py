@@ -153,8 +153,6 @@ def test_0009_partitions_existing_chunks_and_postings_by_collection_and_keeps_th
         values = {"cid": manuals, "k": 5, "depth": 5, "k1": 1.2, "b": 0.75, "rrf_k": 60.0, "w_bm25": 1.0,
                   "w_dense": 1.0, "terms": ["pump"], "embedding": None}
         conn.execute(text("SELECT set_config('hnsw.ef_search', '64', true)"))
-        found = conn.execute(text(SQL_BY_MODE["bm25"]), values).mappings().all()
-        assert sorted(row["external_id"] for row in found) == ["manuals-1", "manuals-2", "manuals-3"]
         vector = conn.execute(text("SELECT embedding FROM chunks WHERE text = 'pump manuals-2'")).scalar_one()
         nearest = conn.execute(text(SQL_BY_MODE["dense"]), {**values, "embedding": vector}).mappings().first()
         assert nearest is not None and nearest["external_id"] == "manuals-2"
@@ -168,9 +166,38 @@ def test_0009_partitions_existing_chunks_and_postings_by_collection_and_keeps_th
                              {"d": document, "c": new, "v": vector}).scalar_one()
         assert chunk > max(row.id for row in chunks_before)
         assert conn.execute(text(f"SELECT count(*) FROM chunks_{new}")).scalar_one() == 1
+    _migrate(scratch_engine, "head")  # today's BM25 statement reads what later migrations add (0019's bounds)
+    with scratch_engine.begin() as conn:
+        found = conn.execute(text(SQL_BY_MODE["bm25"]), values).mappings().all()
+        assert sorted(row["external_id"] for row in found) == ["manuals-1", "manuals-2", "manuals-3"]
     _migrate(scratch_engine, "0008", down=True)
     with scratch_engine.begin() as conn:
         assert conn.execute(text("SELECT count(*) FROM pg_inherits")).scalar_one() == 0
         assert conn.execute(text("SELECT id, collection_id, text FROM chunks WHERE id <> :c ORDER BY id"),
                             {"c": chunk}).all() == chunks_before
         assert conn.execute(text("SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY 1, 2")).all() == postings_before
+
+
+def test_0019_derives_each_terms_tf_and_shortest_chunk_pairs_from_its_postings(scratch_engine: Engine) -> None:
+    _migrate(scratch_engine, "0018")
+    with scratch_engine.begin() as conn:
+        for statement in _CORPUS_0008[:3]:
+            conn.execute(text(statement))
+        cid = conn.execute(text("SELECT id FROM collections WHERE name = 'manuals'")).scalar_one()
+        chunks = conn.execute(text("SELECT id FROM chunks WHERE collection_id = :c ORDER BY id"), {"c": cid}).scalars().all()
+        conn.execute(text("INSERT INTO bm25_terms (collection_id, term, df, max_tf, min_dl) "
+                          "VALUES (:c, 'pump', 3, 3, 4), (:c, 'gone', 0, 2, 5)"), {"c": cid})
+        pump = conn.execute(text("SELECT id FROM bm25_terms WHERE term = 'pump'")).scalar_one()
+        # tf 1 in chunks of 4 and 9 words, tf 3 in one of 12: the bound 0004 kept (tf 3 over 4
+        # words) is a pair no chunk holds.
+        for chunk, tf, dl in zip(chunks, (1, 1, 3), (9, 4, 12), strict=True):
+            conn.execute(text("INSERT INTO bm25_postings (term_id, collection_id, chunk_id, tf, dl) "
+                              "VALUES (:t, :c, :chunk, :tf, :dl)"), {"t": pump, "c": cid, "chunk": chunk, "tf": tf, "dl": dl})
+    _migrate(scratch_engine, "0019")
+    with scratch_engine.begin() as conn:
+        pairs = dict(conn.execute(text("SELECT term, (impact_tf, impact_dl)::text FROM bm25_terms")).all())
+        assert pairs == {"pump": '("{1,3}","{4,12}")', "gone": '({},{})'}
+    _migrate(scratch_engine, "0018", down=True)
+    with scratch_engine.begin() as conn:
+        assert dict(conn.execute(text("SELECT term, (max_tf, min_dl)::text FROM bm25_terms")).all()) == {
+            "pump": "(3,4)", "gone": "(0,0)"}

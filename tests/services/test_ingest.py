@@ -75,11 +75,13 @@ def assert_index_exact(engine, collection: str = "default") -> None:  # type: ig
             "LEFT JOIN bm25_postings p ON p.term_id = t.id WHERE t.collection_id = :cid "
             "GROUP BY t.id, t.term, t.df HAVING t.df <> count(DISTINCT p.chunk_id)"), {"cid": cid}).all()
         assert wrong_df == []
-        # MaxScore needs every max_tf / min_dl to bound its postings (after a removal they may be loose).
+        # MaxScore bounds a term by its (tf, shortest chunk) pairs: each posting's tf must have a
+        # pair whose chunk is no longer (after a removal a pair may be looser, never tighter).
         too_tight = conn.execute(text(
-            "SELECT t.term, t.max_tf, t.min_dl, max(p.tf), min(p.dl) FROM bm25_terms t "
+            "SELECT t.term, p.tf, p.dl FROM bm25_terms t "
             "JOIN bm25_postings p ON p.term_id = t.id WHERE t.collection_id = :cid "
-            "GROUP BY t.id HAVING t.max_tf < max(p.tf) OR t.min_dl > min(p.dl)"), {"cid": cid}).all()
+            "AND NOT EXISTS (SELECT FROM unnest(t.impact_tf, t.impact_dl) AS pair(tf, dl) "
+            "                WHERE pair.tf = p.tf AND pair.dl <= p.dl)"), {"cid": cid}).all()
         assert too_tight == []
         assert conn.execute(text(
             "SELECT count(*) FROM bm25_postings p JOIN bm25_terms t ON t.id = p.term_id "
@@ -104,7 +106,7 @@ _SNAPSHOT_SQL = {
     "documents": "SELECT id, collection_id, external_id, title, content_hash FROM documents ORDER BY id",
     "chunks": "SELECT id, document_id, collection_id, ordinal, text FROM chunks ORDER BY id",
     "postings": "SELECT term_id, chunk_id, tf, dl FROM bm25_postings ORDER BY term_id, chunk_id",
-    "terms": "SELECT id, collection_id, term, df, max_tf, min_dl FROM bm25_terms ORDER BY id",
+    "terms": "SELECT id, collection_id, term, df, impact_tf, impact_dl FROM bm25_terms ORDER BY id",
     "stats": "SELECT collection_id, n_chunks, total_dl FROM bm25_stats ORDER BY collection_id",
 }
 
@@ -236,6 +238,27 @@ def test_failed_replacement_keeps_the_old_version(clean_db, engine, monkeypatch)
     assert_index_exact(engine)
     monkeypatch.undo()
     assert search("valve", default_params(mode="bm25")).hits[0].text == "Version one says to open valve A first."
+
+
+def test_each_terms_bound_is_its_shortest_chunk_for_every_tf_across_batches(clean_db, engine):  # type: ignore[no-untyped-def]
+    # A second batch's pairs are merged into the first's: a tf seen again in a shorter chunk
+    # takes that chunk's length, a new tf is added, a longer chunk changes nothing.
+    ingest_documents([_doc("long", "Pump pump pump: the pump manual covers valves, seals, bearings and the impeller."),
+                      _doc("short", "The pump hums.")])
+    ingest_documents([_doc("shorter", "Pump pump pump pump."), _doc("longer", "A pump, and " + "filler words " * 20)])
+    with engine.connect() as conn:
+        stored = {term: dict(zip(tfs, dls, strict=True)) for term, tfs, dls in conn.execute(text(
+            "SELECT t.term, t.impact_tf, t.impact_dl FROM bm25_terms t JOIN collections k ON k.id = t.collection_id "
+            "WHERE k.name = 'default'")).all()}
+        postings = conn.execute(text("SELECT t.term, p.tf, p.dl FROM bm25_postings p JOIN bm25_terms t ON t.id = p.term_id")).all()
+        lengths = dict(conn.execute(text(
+            "SELECT DISTINCT d.external_id, p.dl FROM bm25_postings p JOIN chunks c ON c.id = p.chunk_id "
+            "JOIN documents d ON d.id = c.document_id")).all())
+    expected: dict[str, dict[int, int]] = {}
+    for term, tf, dl in postings:
+        expected.setdefault(term, {})[tf] = min(dl, expected.get(term, {}).get(tf, dl))
+    assert stored == expected
+    assert stored["pump"] == {1: lengths["short"], 4: lengths["shorter"]} and lengths["shorter"] < lengths["long"]
 
 
 def test_concurrent_ingests_into_one_collection_keep_df_exact(clean_db, engine):  # type: ignore[no-untyped-def]
