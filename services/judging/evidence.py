@@ -117,7 +117,7 @@ _CLAUSE_END = re.compile(r"(?<=;)\s+")  # the clause goes on to its semicolon
 
 
 def _clause_stems(quote: str) -> tuple[tuple[str, ...], ...]:
-    if "; " not in quote or quote.lstrip().startswith("|"):  # a table row reads "Header: value; ..."
+    if not _CLAUSE_END.search(quote) or quote.lstrip().startswith("|"):  # a table row reads "Header: value; ..."
         return ()
     clauses = tuple(stems for clause in _CLAUSE_END.split(quote) if (stems := tuple(tokenize(clean(clause)))))
     return clauses if len(clauses) > 1 else ()

@@ -236,6 +236,17 @@ def test_an_answer_is_read_near_the_question_within_its_clause(embed) -> None:  
     assert right.p_supported > wrong.p_supported and not wrong.auto_accept
 
 
+@pytest.mark.parametrize("gap", [" ", "\n", "\t"])
+def test_a_semicolon_ends_a_clause_whatever_whitespace_follows_it(embed, gap: str) -> None:  # type: ignore[no-untyped-def]
+    # A line break after the semicolon (a wrapped list item, a docstring) ends the clause as a space does.
+    question = "Which stop category does the pendant E-stop use, category 0 or category 1?"
+    contexts = [f"The external E-stop and fence inputs are configured as category 1 by default;{gap}"
+                "the pendant E-stop is always category 0."]
+    right = judge_answer(question, "category 0", contexts, embed=embed)
+    wrong = judge_answer(question, "category 1", contexts, embed=embed)
+    assert right.features["locality"] > wrong.features["locality"]
+
+
 def test_a_reading_kept_for_the_same_words_carries_nothing_of_the_embedder_it_met(embed) -> None:  # type: ignore[no-untyped-def]
     """The words' reading is kept between calls (intake reads each answer twice): a reading with
     vectors must not leave its semantic signals in the kept one, nor a model's verdict."""
