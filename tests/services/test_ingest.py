@@ -250,10 +250,12 @@ def test_each_terms_bound_is_its_shortest_chunk_for_every_tf_across_batches(clea
         stored = {term: dict(zip(tfs, dls, strict=True)) for term, tfs, dls in conn.execute(text(
             "SELECT t.term, t.impact_tf, t.impact_dl FROM bm25_terms t JOIN collections k ON k.id = t.collection_id "
             "WHERE k.name = 'default'")).all()}
-        postings = conn.execute(text("SELECT t.term, p.tf, p.dl FROM bm25_postings p JOIN bm25_terms t ON t.id = p.term_id")).all()
+        cid = _collection_id(conn, "default")
+        postings = conn.execute(text("SELECT t.term, p.tf, p.dl FROM bm25_postings p JOIN bm25_terms t ON t.id = p.term_id "
+                                     "WHERE p.collection_id = :cid"), {"cid": cid}).all()
         lengths = dict(conn.execute(text(
             "SELECT DISTINCT d.external_id, p.dl FROM bm25_postings p JOIN chunks c ON c.id = p.chunk_id "
-            "JOIN documents d ON d.id = c.document_id")).all())
+            "JOIN documents d ON d.id = c.document_id WHERE p.collection_id = :cid"), {"cid": cid}).all())
     expected: dict[str, dict[int, int]] = {}
     for term, tf, dl in postings:
         expected.setdefault(term, {})[tf] = min(dl, expected.get(term, {}).get(tf, dl))
