@@ -127,6 +127,27 @@ def test_maxscore_pruning_keeps_the_exact_top(reference, squad_queries, squad_co
     assert pruned >= 10, f"only {pruned} of {len(squad_queries)} queries had an optional term: pruning went untested"
 
 
+@pytest.mark.parametrize(("k1", "b"), [(2.0, 0.3), (0.6, 1.0)])
+def test_maxscore_bounds_hold_for_any_k1_and_b(engine, squad_queries, squad_collection, k1, b):  # type: ignore[no-untyped-def]
+    """Each term's bound is computed from its (tf, shortest chunk) pairs for the k1 and b searched
+    with: the pruned top stays rank-bm25's at settings the index was not written for."""
+    with engine.connect() as conn:
+        rows = conn.execute(text(_CHUNKS_SQL), {"name": squad_collection}).all()
+        cid = conn.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": squad_collection}).scalar_one()
+    reference = _Reference(rows, k1, b)
+    pruned = 0
+    for query in squad_queries:
+        expected = reference.scores(query)
+        hits = search(query, _params(squad_collection, mode="bm25", k=10, depth=10, k1=k1, b=b)).hits
+        for hit in hits:
+            assert abs(hit.bm25_score - expected[hit.chunk_id]) <= SCORE_TOL, (query, hit.chunk_id)
+        _assert_top_up_to_ties(hits, expected, 10, query)
+        with engine.connect() as conn:
+            pruned += conn.execute(text(_OPTIONAL_TERMS_SQL), {
+                "cid": cid, "terms": tokenize(query), "depth": 10, "k1": k1, "b": b}).scalar_one() > 0
+    assert pruned >= 10, f"only {pruned} of {len(squad_queries)} queries had an optional term: pruning went untested"
+
+
 # How far a query's terms reach into the statement's paths: the most terms summed, the most looked up.
 _SPLIT_SQL = f"WITH {COLLECTION_CTE}, {BM25_CTES.strip()} SELECT max(scan_rank), max(lookup_rank) FROM split"
 
