@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import ClientCursor
-from sqlalchemy import Connection, Engine, text
+from psycopg import ClientCursor, RawCursor
+from psycopg.rows import dict_row
+from sqlalchemy import Connection, Engine, TextClause, text
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -149,6 +152,29 @@ def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]], *
                 copy.write_row(row)
     except psycopg.Error as exc:
         raise DBAPIError.instance(statement, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+
+
+def fetch_rows(session: Session, statement: TextClause, values: Mapping[str, object]) -> list[dict[str, Any]]:
+    """The rows of `statement` as dicts, run by psycopg on the session's connection, in its
+    transaction, with the values `session.execute` would bind. For a statement run per search:
+    SQLAlchemy's execute costs ~0.1 ms of client CPU, and psycopg converts a statement over
+    4,096 characters from named to $n placeholders anew on every run (0.2 ms for the BM25
+    statement), both of which this skips. Errors are wrapped as in `copy_rows`."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    sql, names = _numbered(statement)
+    try:
+        return RawCursor(raw, row_factory=dict_row).execute(sql, [values[name] for name in names]).fetchall()
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(sql.decode(), values, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+
+
+@cache
+def _numbered(statement: TextClause) -> tuple[bytes, tuple[str, ...]]:
+    """`statement` with PostgreSQL's $n placeholders, and the value names in their order, as
+    SQLAlchemy compiles it (a name bound twice is one placeholder)."""
+    compiled = statement.compile(dialect=PGDialect_psycopg(paramstyle="numeric_dollar"))
+    return compiled.string.encode(), tuple(compiled.positiontup or ())
 
 
 def _connection_lost(exc: DBAPIError) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from services.retrieval.rerank import rerank_hits
 from services.retrieval.search_sql import DENSE_LEG_STATEMENT, GIVEN_LEG_STATEMENTS, SLICE_STATEMENT, STATEMENTS
 from services.retrieval.text import tokenize
 from services.settings import Settings, get_settings
-from services.store import export_snapshot, in_snapshot, read_transaction
+from services.store import export_snapshot, fetch_rows, in_snapshot, read_transaction
 
 # Control characters, and unpaired surrogates (undecodable bytes in a command-line argument),
 # which the embedding tokenizer and the store both refuse.
@@ -112,10 +113,11 @@ def statement_values(
     query: str, params: SearchParams, *, session: Session, settings: Settings, query_vector=None  # type: ignore[no-untyped-def]
 ) -> dict[str, object]:
     """The values SQL_BY_MODE[params.mode] is run with for a cleaned query (EXPLAIN uses them too)."""
-    collection = session.execute(_COLLECTION, {"name": params.collection}).one_or_none()
+    found = fetch_rows(session, _COLLECTION, {"name": params.collection})
+    collection = found[0] if found else None
     values: dict[str, object] = {
-        "cid": collection.id if collection else None,
-        "n_chunks": collection.n_chunks if collection else 0,  # for choosing a plan, not bound in it
+        "cid": collection["id"] if collection else None,
+        "n_chunks": collection["n_chunks"] if collection else 0,  # for choosing a plan, not bound in it
         "k": params.k,
         "depth": params.leg_depth,
         "k1": float(params.k1),
@@ -130,16 +132,16 @@ def statement_values(
     return values
 
 
-def _rows(mode: str, values: dict[str, object], session: Session, settings: Settings) -> list[RowMapping]:
+def _rows(mode: str, values: dict[str, object], session: Session, settings: Settings) -> Sequence[Mapping[Any, Any]]:
     ranges = _slice_ranges(values, session, settings) if mode != "dense" else []
     snapshot = export_snapshot(session) if ranges else None
     if snapshot is None:
         widen_hnsw(session.connection(), mode, values)
         if int(values["n_chunks"]) > GENERIC_PLAN_MAX_CHUNKS:  # type: ignore[call-overload]
-            return list(session.execute(STATEMENTS[mode], values).mappings())
-        previous = session.execute(_GENERIC_PLAN).scalar_one()
-        rows = list(session.execute(STATEMENTS[mode], values).mappings())
-        session.execute(_PLAN_AS_BEFORE, {"previous": previous})  # the caller's later statements as they were
+            return fetch_rows(session, STATEMENTS[mode], values)
+        [previous] = fetch_rows(session, _GENERIC_PLAN, {})
+        rows = fetch_rows(session, STATEMENTS[mode], values)
+        fetch_rows(session, _PLAN_AS_BEFORE, previous)  # the caller's later statements as they were
         return rows
     return _sliced_rows(mode, values, session.get_bind(), snapshot, ranges)  # type: ignore[arg-type]
 
@@ -152,7 +154,8 @@ def _rows(mode: str, values: dict[str, object], session: Session, settings: Sett
 # search_in_session in BM25 mode 9.9-10.1 -> 8.4-8.5 ms of CPU (client + server) a query,
 # every hit and score the same. Larger collections keep custom plans until measured there.
 GENERIC_PLAN_MAX_CHUNKS = 100_000
-_GENERIC_PLAN = text("SELECT current_setting('plan_cache_mode'), set_config('plan_cache_mode', 'force_generic_plan', true)")
+_GENERIC_PLAN = text("SELECT current_setting('plan_cache_mode') AS previous, "
+                     "set_config('plan_cache_mode', 'force_generic_plan', true)")
 _PLAN_AS_BEFORE = text("SELECT set_config('plan_cache_mode', :previous, true)")
 
 
