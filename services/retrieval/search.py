@@ -118,6 +118,7 @@ def statement_values(
     values: dict[str, object] = {
         "cid": collection["id"] if collection else None,
         "n_chunks": collection["n_chunks"] if collection else 0,  # for choosing a plan, not bound in it
+        "plan_mode": collection["plan_mode"] if collection else None,  # the caller's, set back by the statement
         "k": params.k,
         "depth": params.leg_depth,
         "k1": float(params.k1),
@@ -137,12 +138,9 @@ def _rows(mode: str, values: dict[str, object], session: Session, settings: Sett
     snapshot = export_snapshot(session) if ranges else None
     if snapshot is None:
         widen_hnsw(session.connection(), mode, values)
-        if int(values["n_chunks"]) > GENERIC_PLAN_MAX_CHUNKS:  # type: ignore[call-overload]
-            return fetch_rows(session, STATEMENTS[mode], values)
-        [previous] = fetch_rows(session, _GENERIC_PLAN, {})
-        rows = fetch_rows(session, STATEMENTS[mode], values)
-        fetch_rows(session, _PLAN_AS_BEFORE, previous)  # the caller's later statements as they were
-        return rows
+        if int(values["n_chunks"]) <= GENERIC_PLAN_MAX_CHUNKS:  # type: ignore[call-overload]
+            fetch_rows(session, _GENERIC_PLAN, {})
+        return fetch_rows(session, STATEMENTS[mode], values)  # which sets the caller's plan mode back
     return _sliced_rows(mode, values, session.get_bind(), snapshot, ranges)  # type: ignore[arg-type]
 
 
@@ -154,9 +152,7 @@ def _rows(mode: str, values: dict[str, object], session: Session, settings: Sett
 # search_in_session in BM25 mode 9.9-10.1 -> 8.4-8.5 ms of CPU (client + server) a query,
 # every hit and score the same. Larger collections keep custom plans until measured there.
 GENERIC_PLAN_MAX_CHUNKS = 100_000
-_GENERIC_PLAN = text("SELECT current_setting('plan_cache_mode') AS previous, "
-                     "set_config('plan_cache_mode', 'force_generic_plan', true)")
-_PLAN_AS_BEFORE = text("SELECT set_config('plan_cache_mode', :previous, true)")
+_GENERIC_PLAN = text("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
 
 
 def widen_hnsw(conn: Connection, mode: str, values: dict[str, object]) -> None:
@@ -227,7 +223,7 @@ def _opt_float(value: object) -> float | None:
 
 
 _COLLECTION = text("""
-SELECT c.id, coalesce(s.n_chunks, 0) AS n_chunks
+SELECT c.id, coalesce(s.n_chunks, 0) AS n_chunks, current_setting('plan_cache_mode') AS plan_mode
 FROM collections c LEFT JOIN bm25_stats s ON s.collection_id = c.id WHERE c.name = :name""")
 _COLLECTION_EXTENT = text("""
 SELECT (SELECT min(id) FROM chunks WHERE collection_id = :cid) AS lo,

@@ -151,7 +151,7 @@ def test_0009_partitions_existing_chunks_and_postings_by_collection_and_keeps_th
         assert conn.execute(text(f"SELECT count(*) FROM chunks_{manuals}")).scalar_one() == 3
         assert conn.execute(text(f"SELECT count(*) FROM bm25_postings_{manuals}")).scalar_one() == 3
         values = {"cid": manuals, "k": 5, "depth": 5, "k1": 1.2, "b": 0.75, "rrf_k": 60.0, "w_bm25": 1.0,
-                  "w_dense": 1.0, "terms": ["pump"], "embedding": None}
+                  "w_dense": 1.0, "terms": ["pump"], "embedding": None, "plan_mode": "auto"}
         conn.execute(text("SELECT set_config('hnsw.ef_search', '64', true)"))
         vector = conn.execute(text("SELECT embedding FROM chunks WHERE text = 'pump manuals-2'")).scalar_one()
         nearest = conn.execute(text(SQL_BY_MODE["dense"]), {**values, "embedding": vector}).mappings().first()
