@@ -4,6 +4,8 @@ statement's does (a server abort is not reported as an outage)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from sqlalchemy import Engine, text
 
@@ -12,14 +14,16 @@ from services.settings import Settings
 from services.store import fetch_rows, get_engine, transaction
 
 _ECHO = text("SELECT CAST(:n AS integer) + CAST(:n AS integer) AS twice, CAST(:word AS text) AS word, "
-             "CAST(:terms AS text[]) AS terms, 'a::b' AS literal, 2::float8 AS cast_kept")
+             "CAST(:terms AS text[]) AS terms, 'a::b' AS literal, 2::float8 AS cast_kept, "
+             "ARRAY[0.1, 1e-300, NULL]::float8[] AS floats, 12345678901::bigint AS big, 1.50::numeric AS exact")
 
 
 def test_values_are_bound_by_name_and_rows_come_back_as_dicts(engine: Engine, settings: Settings) -> None:
     values = {"n": 21, "word": "it's 100%", "terms": ["kiln", "glaze"], "unused": object()}
     with transaction(settings) as session:
         assert fetch_rows(session, _ECHO, values) == [
-            {"twice": 42, "word": "it's 100%", "terms": ["kiln", "glaze"], "literal": "a::b", "cast_kept": 2.0}]
+            {"twice": 42, "word": "it's 100%", "terms": ["kiln", "glaze"], "literal": "a::b", "cast_kept": 2.0,
+             "floats": [0.1, 1e-300, None], "big": 12345678901, "exact": Decimal("1.50")}]
         assert fetch_rows(session, _ECHO, values) == [dict(session.execute(_ECHO, values).mappings().one())]
 
 
