@@ -161,7 +161,8 @@ def fetch_rows(session: Session, statement: TextClause, values: Mapping[str, obj
     4,096 characters from named to $n placeholders anew on every run (0.2 ms for the BM25
     statement), both of which this skips. Rows come in PostgreSQL's binary format: the server
     does not print the numbers (a search's rows hold 500 floats) for the client to parse back
-    (another 0.15 ms). Errors are wrapped as in `copy_rows`."""
+    (another 0.15 ms). Errors are wrapped as in `copy_rows`. `statement` is a module constant:
+    its compiled form is kept for the process's life."""
     raw = session.connection().connection.driver_connection
     assert raw is not None
     sql, names = _numbered(statement)
