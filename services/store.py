@@ -142,16 +142,11 @@ def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]], *
     transaction; `types` for a binary COPY. psycopg's errors are wrapped as SQLAlchemy wraps the
     errors of the statements it runs, so the store's transaction turns a lost server or an aborted
     statement into the same message."""
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    try:
-        with raw.cursor() as cursor, cursor.copy(statement) as copy:
-            if types is not None:
-                copy.set_types(types)
-            for row in rows:
-                copy.write_row(row)
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(statement, None, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+    with _driver_connection(session, statement, None) as raw, raw.cursor() as cursor, cursor.copy(statement) as copy:
+        if types is not None:
+            copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
 
 
 def fetch_rows(session: Session, statement: TextClause, values: Mapping[str, object]) -> list[dict[str, Any]]:
@@ -163,14 +158,22 @@ def fetch_rows(session: Session, statement: TextClause, values: Mapping[str, obj
     does not print the numbers (a search's rows hold 500 floats) for the client to parse back
     (another 0.15 ms). Errors are wrapped as in `copy_rows`. `statement` is a module constant:
     its compiled form is kept for the process's life."""
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
     sql, names = _numbered(statement)
-    try:
+    with _driver_connection(session, statement.text, values) as raw:
         cursor = RawCursor(raw, row_factory=dict_row)
         return cursor.execute(sql, [values[name] for name in names], binary=True).fetchall()
+
+
+@contextmanager
+def _driver_connection(session: Session, statement: str, values: Mapping[str, object] | None) -> Iterator[psycopg.Connection[Any]]:
+    """The psycopg connection under the session's, its errors wrapped as SQLAlchemy wraps those
+    of the statements it runs (`statement` and `values` name what failed)."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    try:
+        yield raw
     except psycopg.Error as exc:
-        raise DBAPIError.instance(sql.decode(), values, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
+        raise DBAPIError.instance(statement, values, exc, psycopg.Error, connection_invalidated=raw.broken) from exc
 
 
 @cache
