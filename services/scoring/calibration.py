@@ -29,6 +29,12 @@ VERDICT_STATUSES = ("approved", "flagged", "corrected")
 # Weak L2 on Platt scaling: finite when a handful of verdicts happen to separate perfectly,
 # negligible once there are hundreds.
 LOGISTIC_C = 100.0
+# An isotonic step counts one approved and one flagged verdict more than it holds (Laplace's
+# rule). The plain fit says 0 or 1 wherever its few verdicts agreed: fitted on 30-100 verdicts
+# of the judge development set, 50-76% of held-out answers got exactly 0 or 1, and held-out log
+# loss was 0.74-1.73 against 0.26-0.40 with the two pseudo-verdicts; Brier moved by at most
+# 0.003 either way (README, "The queue's calibrated probability"). 0 gives scikit-learn's fit.
+ISOTONIC_PSEUDO_VERDICTS = 2.0
 
 
 def _as_labels(labels: Any) -> np.ndarray:
@@ -165,7 +171,7 @@ def fit_calibrator(scores: Any, labels: Any, method: str = "isotonic") -> Calibr
     scores, labels = _as_verdicts(scores, labels)
     _require_verdicts(labels, MIN_VERDICTS, "Calibration")
     if method == "isotonic":
-        x, y = isotonic_knots(scores, labels)
+        x, y = isotonic_knots(scores, labels, pseudo_verdicts=ISOTONIC_PSEUDO_VERDICTS)
         return Calibrator("isotonic", x=tuple(x.tolist()), y=tuple(y.tolist()), n_fitted=len(scores))
     from sklearn.linear_model import LogisticRegression
 

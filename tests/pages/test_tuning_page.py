@@ -290,7 +290,9 @@ def test_fit_weights_loads_them_into_the_sliders(runs):
     _verdicts(runs)
     at = open_tuning("Fit from verdicts")
     assert any(s["data"][-1].get("name", "").startswith("isotonic calibrated") for s in specs(at))  # calibrated curve
-    assert metric(at, "ECE").value == "0.000"  # isotonic is perfectly calibrated in-sample
+    # In-sample the plain isotonic fit is calibrated exactly; its pseudo-verdicts keep each step
+    # off 0 and 1, so it is nearly so, and better than the raw score it calibrates.
+    assert float(metric(at, "ECE").value) < 0.05 and metric(at, "ECE").delta.startswith("-")
     at.button(key="tuning.fit.weights").click().run()
     assert not at.exception and not at.warning
     fitted = next(d.value for d in at.dataframe if "fitted share" in d.value.columns)

@@ -10,6 +10,7 @@ import pytest
 
 from services.errors import InputError
 from services.scoring.calibration import (
+    ISOTONIC_PSEUDO_VERDICTS,
     MIN_VERDICTS,
     QUEUE_MIN_VERDICTS,
     Calibrator,
@@ -19,6 +20,7 @@ from services.scoring.calibration import (
     fit_weights,
     recommend_threshold,
 )
+from services.scoring.isotonic import isotonic_knots
 from services.scoring.weights import COMPONENTS
 
 
@@ -86,12 +88,22 @@ def test_isotonic_calibrator_is_monotone_and_round_trips_through_json():
     assert np.all(np.diff(probabilities) >= 0) and probabilities.min() >= 0 and probabilities.max() <= 1
     restored = Calibrator.from_dict(json.loads(json.dumps(calibrator.to_dict())))
     assert restored == calibrator and np.array_equal(restored(grid), probabilities)
-    from sklearn.isotonic import IsotonicRegression
-
-    reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(scores, labels)
-    np.testing.assert_allclose(probabilities, reference.predict(grid), atol=1e-12)
-    # it learned the squared relation, roughly
+    x, y = isotonic_knots(scores, labels, pseudo_verdicts=ISOTONIC_PSEUDO_VERDICTS)
+    np.testing.assert_allclose(probabilities, np.interp(grid, x, y), atol=1e-12)
+    # it learned the squared relation, roughly, and claims no certainty its verdicts cannot give
     assert calibrator([0.3])[0] < 0.25 and calibrator([0.9])[0] > 0.6
+    assert 0 < probabilities.min() and probabilities.max() < 1
+
+
+def test_isotonic_calibrator_on_few_verdicts_says_how_few():
+    """Ten flagged runs below ten approved: the plain fit says 0 and 1; ten verdicts a side say
+    1/12 and 11/12 (Laplace's rule), and the ranking is the plain fit's."""
+    scores = np.linspace(0.05, 0.95, 20)
+    labels = np.array([0] * 10 + [1] * 10)
+    calibrator = fit_calibrator(scores, labels, "isotonic")
+    np.testing.assert_allclose(calibrator([0.1, 0.9]), [1 / 12, 11 / 12])
+    plain_x, plain_y = isotonic_knots(scores, labels)
+    assert set(plain_y) == {0.0, 1.0}
 
 
 def test_logistic_calibrator_increases_and_round_trips():
@@ -199,7 +211,7 @@ def test_queue_calibrator_appears_with_enough_verdicts_and_refits_only_when_they
     assert QUEUE_MIN_VERDICTS == 20
     fitted = calibrator_for_queue()
     assert isinstance(fitted, Calibrator) and fitted.method == "isotonic" and fitted.n_fitted == 20
-    assert fitted([0.1])[0] == pytest.approx(0.0) and fitted([0.9])[0] == pytest.approx(1.0)
+    assert fitted([0.1])[0] == pytest.approx(1 / 12) and fitted([0.9])[0] == pytest.approx(11 / 12)  # ten verdicts a side
     assert calibrator_for_queue() is fitted  # nothing changed: the cached fit
     _review(run_ids[10:11], "approve")  # a new verdict: refit
     refitted = calibrator_for_queue()
@@ -226,7 +238,7 @@ def test_queue_calibrator_refits_on_an_emptied_store_whose_verdicts_count_the_sa
 
     reviewed(np.linspace(0.05, 0.95, 20))  # low confidence flagged: calibrated high at the top
     before = calibrator_for_queue()
-    assert before is not None and before([0.9])[0] == pytest.approx(1.0)
+    assert before is not None and before([0.9])[0] == pytest.approx(11 / 12)  # ten approved, and the pseudo-verdicts
     with transaction() as session:
         session.execute(text("TRUNCATE runs, review_history RESTART IDENTITY CASCADE"))
     reviewed(np.linspace(0.95, 0.05, 20))  # now the high-confidence runs were the flagged ones

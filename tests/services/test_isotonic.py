@@ -47,3 +47,20 @@ def test_fitting_the_queue_calibrator_does_not_import_scikit_learn():
             "print('sklearn' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_pseudo_verdicts_take_each_step_off_zero_and_one():
+    """Three flagged below three approved: (0 + 1) / (3 + 2) and (3 + 1) / (3 + 2)."""
+    x, y = isotonic_knots(np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8]), np.array([0, 0, 0, 1, 1, 1]), pseudo_verdicts=2)
+    np.testing.assert_allclose(np.interp([0.1, 0.3, 0.6, 0.8], x, y), [0.2, 0.2, 0.8, 0.8])
+
+
+def test_pseudo_verdicts_pool_a_small_step_the_smoothing_turned_lower():
+    """Twenty verdicts at 0.9 approved, then one approved alone: smoothed, the lone step (2/3)
+    falls below the large one (19/22), so the two are pooled again, weighted by their counts
+    with the pseudo-verdicts: (18 + 1 + 1 + 1) / (20 + 2 + 1 + 2)."""
+    scores = np.array([0.1] * 10 + [0.5] * 20 + [0.9])
+    labels = np.array([0] * 10 + [1] * 18 + [0] * 2 + [1])
+    x, y = isotonic_knots(scores, labels, pseudo_verdicts=2)
+    assert np.all(np.diff(y) >= 0)
+    np.testing.assert_allclose(np.interp([0.1, 0.5, 0.9], x, y), [1 / 12, 21 / 25, 21 / 25])
