@@ -31,7 +31,8 @@ UPLOAD_SUFFIXES = ("jsonl", "ndjson", "csv", "parquet", "pq")
 ERROR_COLUMNS = ["line", "reason"]
 FAILURE_COLUMNS = ["intake id", "trace id", "source", "reason", "when"]
 EXAMPLE_FILE_NAME = "example-runs.jsonl"
-# Two records: one with everything a context can carry, one with only what is required.
+# Two records: one with everything a context can carry, one with only what is required (a
+# context may be its text alone).
 _EXAMPLE_RECORDS = (
     {"question": "How do I clear alarm SRVO-062?",
      "answer": "Replace the encoder backup battery, then remaster the axis [1].",
@@ -47,7 +48,7 @@ _EXAMPLE_RECORDS = (
      "metadata": {"app": "support-bot", "model": "my-llm-v3", "user": "u-123",
                   "timestamp": "2025-05-06T09:30:00Z", "extra": {"latency_ms": 840}}},
     {"question": "What is the maximum payload of the robot?", "answer": "",
-     "contexts": [{"text": "The robot's rated payload is 7 kg at the wrist flange."}]},
+     "contexts": ["The robot's rated payload is 7 kg at the wrist flange."]},
 )
 
 
@@ -143,9 +144,9 @@ def main() -> None:
 def _render_format() -> None:
     st.subheader("What to upload")
     st.markdown("A `.jsonl` file with one record per line, or a `.csv` / `.parquet` file with one record per row "
-                "(columns `question`, `answer`, `trace_id`, `contexts` as a JSON array, `metadata` as a JSON "
-                "object). A record that carries a `trace_id` is imported once: re-importing a file adds only "
-                "what is new.")
+                "(columns `question`, `answer`, `trace_id`, `contexts` as a JSON array of context objects or of "
+                "their texts, `metadata` as a JSON object). A record that carries a `trace_id` is imported once: "
+                "re-importing a file adds only what is new.")
     st.download_button("Download an example file", data=example_jsonl(), file_name=EXAMPLE_FILE_NAME,
                        mime="application/x-ndjson", key="import.example")
     with st.expander("The schema of one record (JSON Schema)"):

@@ -98,9 +98,7 @@ def _contexts(value: Any) -> Any:
         value = _loads(value)
     if hasattr(value, "tolist"):  # a NumPy array from a Parquet list column
         value = value.tolist()
-    if isinstance(value, list):
-        return [{"text": v} if isinstance(v, str) else v for v in value]
-    return value
+    return value  # a list of texts is read as contexts by the schema (GivenContext)
 
 
 def _loads(text: str) -> Any:

@@ -11,7 +11,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    Strict,
+    ValidationError,
+    field_validator,
+)
 
 from services.retrieval.text import unstorable_char
 
@@ -84,6 +94,15 @@ class ExternalContext(_Strict):
     rerank_score: Score | None = Field(None, description="Cross-encoder or other reranker score (within ±1e6).")
 
 
+def _text_alone(value: Any) -> Any:
+    """A context given as its text alone (RAGAS's retrieved_contexts, most tracing SDKs' documents)."""
+    return {"text": value} if isinstance(value, str) else value
+
+
+# A context is an object, or its text alone: "contexts": ["passage one", {"text": "passage two", "rank": 2}].
+GivenContext = Annotated[ExternalContext, BeforeValidator(_text_alone, json_schema_input_type=ExternalContext | str)]
+
+
 class RunMetadata(_Strict):
     """Who and what produced the answer; all optional."""
 
@@ -109,9 +128,10 @@ class ExternalRun(_Strict):
 
     question: RequiredText = Field(min_length=1, max_length=MAX_QUESTION_CHARS, description="The user's question.")
     answer: StorableText = Field(max_length=MAX_ANSWER_CHARS, description="The answer the system gave (may be empty: it abstained).")
-    contexts: list[ExternalContext] = Field(
+    contexts: list[GivenContext] = Field(
         default_factory=list, max_length=MAX_CONTEXTS,
-        description="The retrieved passages, best first (may be empty: nothing was retrieved).")
+        description="The retrieved passages, best first (may be empty: nothing was retrieved); each an object, "
+                    "or its text alone as a string.")
     reference: StorableText | None = Field(
         None, max_length=MAX_ANSWER_CHARS,
         description="A reference (ground-truth) answer from your evaluation set; kept with the run and shown beside the answer.")
@@ -132,6 +152,8 @@ def describe_validation_error(exc: ValidationError, *, limit: int = 5) -> str:
         where = ".".join(str(part) for part in error["loc"]) or "record"
         empty = error["type"] == "string_too_short" and error.get("ctx", {}).get("min_length") == 1
         message = _EMPTY if empty else _MESSAGES.get(error["type"], error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "model_type" and error["loc"][:1] == ("contexts",):
+            message = 'a context is its text (a string) or an object with a "text" field'
         parts.append(f"{where}: {message}")
     more = len(exc.errors()) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
@@ -149,6 +171,6 @@ def record_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["description"] = (
         "One answered question from another RAG system. JSONL: one object per line. CSV and Parquet: one row per "
-        "record with columns question, answer, trace_id, contexts (a JSON array of context objects) and metadata "
+        "record with columns question, answer, trace_id, contexts (a JSON array of context objects or texts) and metadata "
         "(a JSON object), or app, model, user, timestamp as columns of their own.")
     return schema

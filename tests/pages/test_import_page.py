@@ -94,6 +94,7 @@ def test_the_schema_and_the_example_file_tell_a_user_what_to_upload(clean_db, im
     records = list(iter_records(data, fmt=detect_format(import_page.EXAMPLE_FILE_NAME)))
     assert len(records) == 2 and all(isinstance(r, NumberedRun) for r in records)
     assert records[0].run.contexts[0].document_id == "alarm-manual.md" and records[1].run.trace_id is None
+    assert records[1].run.contexts[0].text.startswith("The robot's rated payload")  # a context as its text alone
     assert import_page.import_upload(import_page.EXAMPLE_FILE_NAME, data, max_bytes=len(data)).accepted == 2
 
 

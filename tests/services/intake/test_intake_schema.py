@@ -39,7 +39,21 @@ def test_contexts_and_metadata_are_optional_and_the_answer_may_be_empty():
     assert run.to_payload() == {"question": "Anything?", "answer": "", "contexts": [], "metadata": {"extra": {}}}
 
 
+def test_a_context_may_be_its_text_alone():
+    """As RAGAS's retrieved_contexts and most tracing SDKs send them; stored as the object form."""
+    run = ExternalRun.model_validate({"question": "q", "answer": "a",
+                                      "contexts": ["First passage.", {"text": "Second passage.", "rank": 2}]})
+    assert [(c.text, c.rank) for c in run.contexts] == [("First passage.", None), ("Second passage.", 2)]
+    assert run.to_payload()["contexts"] == [{"text": "First passage."}, {"text": "Second passage.", "rank": 2}]
+    items = record_json_schema()["properties"]["contexts"]["items"]["anyOf"]
+    assert {"type": "string"} in items and {"$ref": "#/$defs/ExternalContext"} in items
+
+
 @pytest.mark.parametrize(("data", "expected"), [
+    ({"question": "q", "answer": "a", "contexts": [3]},
+     'contexts.0: a context is its text (a string) or an object with a "text" field'),
+    ({"question": "q", "answer": "a", "contexts": ["  "]}, "contexts.0.text: must not be empty or only whitespace"),
+    ({"question": "q", "answer": "a", "contexts": ["bad\x00"]}, "contexts.0.text: contains a NUL"),
     ({"question": "q", "answer": "a", "contexts": [{"txt": "x"}]},
      "contexts.0.text: required field missing; contexts.0.txt: unknown field"),
     ({"question": "q", "answr": "a"}, "answer: required field missing; answr: unknown field"),
