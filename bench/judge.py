@@ -41,13 +41,16 @@ from bench.judge_set import COMPARISONS, KINDS, JudgeCase, build_cases  # noqa: 
 Scorer = Callable[[JudgeCase], float]
 SCORERS = ("judge", "legacy", "word_support", "length")
 # Across forms, as the issue first measured it: a right concise answer against the question
-# restated with a fabricated value, on the same questions. Length alone separates these (the
-# restatement is longer), so it is reported beside the per-kind figures, never as a target.
-CROSS_FORM = {"fabricated_restated_vs_right_concise": ("fabricated_restated", "right_concise")}
+# restated with a fabricated value, or with a name of the same passage, on the same questions.
+# Length alone separates these (the restatement is longer), so they are reported beside the
+# per-kind figures, never as targets.
+CROSS_FORM = {"fabricated_restated_vs_right_concise": ("fabricated_restated", "right_concise"),
+              "same_passage_restated_vs_right_concise": ("same_passage_restated", "right_concise")}
 # The issue's targets, on every corpus: AUROC floors (pooled and per kind), the length-only
 # baseline's band, and the precision of what the judge auto-accepts.
 TARGETS = {"pooled": 0.92, "fabricated_restated": 0.95, "fabricated_concise": 0.95, "changed_number": 0.95,
-           "wrong_option": 0.80, "same_passage_name": 0.80, "reversed": 0.75, "length": (0.45, 0.55),
+           "wrong_option": 0.80, "same_passage_name": 0.80, "same_passage_restated": 0.80, "reversed": 0.75,
+           "length": (0.45, 0.55),
            "auto_accept_precision": 0.97}
 
 

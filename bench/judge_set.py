@@ -5,7 +5,7 @@ its contexts, built from SQuAD 2.0 half-dev, python-reference, numpy-api and the
 
 prints the counts per corpus and kind and the length-only AUROC (stderr). Pure and seeded:
 build_cases(corpora, per_corpus, seed) gives the same cases for the same arguments. Each
-question yields up to eleven kinds of answer (KINDS); right and wrong come in the same styles
+question yields up to fourteen kinds of answer (KINDS); right and wrong come in the same styles
 (concise, sentence, restated) in equal numbers per corpus, so length cannot tell them apart.
 """
 
@@ -45,13 +45,15 @@ from bench._judge_text import (  # noqa: E402
 KINDS: dict[str, tuple[int, str]] = {
     "right_concise": (1, "concise"), "right_sentence": (1, "sentence"), "right_restated": (1, "restated"),
     "right_option": (1, "concise"), "fabricated_restated": (0, "restated"), "fabricated_concise": (0, "concise"),
-    "changed_number": (0, "sentence"), "same_passage_name": (0, "concise"), "wrong_option": (0, "concise"),
+    "changed_number": (0, "sentence"), "same_passage_name": (0, "concise"), "same_passage_restated": (0, "restated"),
+    "wrong_option": (0, "concise"),
     "reversed": (0, "sentence"), "abstention": (0, "concise"), "other_passage": (0, "sentence"),
     "nothing_retrieved": (0, "sentence"),
 }
 # Each wrong kind is compared with the right kind of the same form, on the same questions.
 COMPARISONS: dict[str, str] = {
     "fabricated_restated": "right_restated", "fabricated_concise": "right_concise", "same_passage_name": "right_concise",
+    "same_passage_restated": "right_restated",
     "abstention": "right_concise", "wrong_option": "right_option", "changed_number": "right_sentence",
     "reversed": "right_sentence", "other_passage": "right_sentence",
     "nothing_retrieved": "right_sentence",
@@ -128,7 +130,11 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
         add("fabricated_concise", value, note, value)
         add("fabricated_restated", restate(q.question, value), note, value)
     if distractor is not None:
-        add("same_passage_name", distractor, f"{distractor!r} is in the passage but does not answer", distractor)
+        note = f"{distractor!r} is in the passage but does not answer"
+        add("same_passage_name", distractor, note, distractor)
+        # The question restated around it, as a generator writes it: every word is in the
+        # passage or the question, so only which name the passage pairs with the question tells.
+        add("same_passage_restated", restate(q.question, distractor), note, distractor)
         first, second = (q.answer, distractor) if rng.random() < 0.5 else (distractor, q.answer)
         asked = q.question if real_choice else with_options(q.question, first, second)
         add("right_option", q.answer, value=q.answer, question=asked)

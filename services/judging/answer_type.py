@@ -24,12 +24,12 @@ _TIME_WORDS = re.compile(rf"\b(?:{_MONTHS}|century|centuries|decade|decades|year
 # The asking wh-phrase (_ASKING), read in order: the first that matches decides.
 _EXPECTED = (
     (re.compile(r"\b(?:how\s+(?:many|much|long|far|old|often|big|large|high|tall|fast|heavy)|"
-                r"what\s+(?:percentage|percent|proportion|number|amount|fraction|size|length|speed|"
+                r"(?:what|which)\s+(?:percentage|percent|proportion|number|amount|fraction|size|length|speed|"
                 r"temperature|voltage|distance))\b", re.IGNORECASE), QUANTITY),
-    (re.compile(r"\b(?:when|what\s+(?:year|date|time|day|month|century|decade|period|era)|"
+    (re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time|day|month|century|decade|period|era)|"
                 r"(?:in|on|during)\s+(?:what|which)\s+(?:year|date|month|century|decade|period))\b", re.IGNORECASE), TIME),
     (re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE), PERSON),
-    (re.compile(r"\b(?:where|what\s+(?:city|country|state|place|region|town|continent|location)|"
+    (re.compile(r"\b(?:where|(?:what|which)\s+(?:city|country|state|place|region|town|continent|location)|"
                 r"(?:in|at)\s+(?:what|which)\s+(?:city|country|state|place|region|town))\b", re.IGNORECASE), PLACE),
 )
 # The wh-word that asks: at the question's start or a clause's, after a preposition ("in what

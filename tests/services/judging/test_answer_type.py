@@ -15,6 +15,10 @@ from services.judging.answer_type import ANY, CHOICE, PERSON, PLACE, QUANTITY, T
     ("The maker of the robot arm has its head office in what city?", PLACE),
     ("After WW-II where did Russia apply its old Tsarist regimes?", PLACE),
     ("Roughly how many hours a year does a two-shift operation run?", QUANTITY),
+    # "which" asks as "what" does
+    ("Which city is the head office of Kestrel Robotics in?", PLACE),
+    ("Which year did the war end?", TIME),
+    ("Which percentage of the vote did she win?", QUANTITY),
     ("Is the upper bound included, low or high?", CHOICE),
 ])
 def test_the_asking_wh_word_decides(question: str, kind: str) -> None:
