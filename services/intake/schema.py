@@ -96,7 +96,11 @@ class ExternalContext(_Strict):
 
 def _text_alone(value: Any) -> Any:
     """A context given as its text alone (RAGAS's retrieved_contexts, most tracing SDKs' documents)."""
-    return {"text": value} if isinstance(value, str) else value
+    if isinstance(value, str):
+        return {"text": value}
+    if not isinstance(value, dict | ExternalContext):
+        raise ValueError('a context is its text (a string) or an object with a "text" field')
+    return value
 
 
 # A context is an object, or its text alone: "contexts": ["passage one", {"text": "passage two", "rank": 2}].
@@ -152,8 +156,6 @@ def describe_validation_error(exc: ValidationError, *, limit: int = 5) -> str:
         where = ".".join(str(part) for part in error["loc"]) or "record"
         empty = error["type"] == "string_too_short" and error.get("ctx", {}).get("min_length") == 1
         message = _EMPTY if empty else _MESSAGES.get(error["type"], error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "model_type" and error["loc"][:1] == ("contexts",):
-            message = 'a context is its text (a string) or an object with a "text" field'
         parts.append(f"{where}: {message}")
     more = len(exc.errors()) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
