@@ -45,10 +45,11 @@ QUEUE_COLUMNS = ("run id", "trace id", "source", "question", "P(supported)", "le
 # --- pure data helpers -----------------------------------------------------------------------
 
 def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
-    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet, and
-    P(supported) says "not judged" for runs the judge never saw."""
+    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet,
+    P(supported) says "not judged" for runs the judge never saw, and a run sent without a trace id
+    has an empty cell there (not a grey "None")."""
     return pd.DataFrame([
-        {"run id": i.run_id, "trace id": i.trace_id, "source": i.source, "question": i.query,
+        {"run id": i.run_id, "trace id": i.trace_id or "", "source": i.source, "question": i.query,
          "P(supported)": p_supported_text(i.p_supported), "level": i.level,
          "confidence": i.confidence, "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
          "status": i.status, "reviewer": i.reviewer, "created": i.created_at}

@@ -135,15 +135,18 @@ def test_the_headline_reason_evidence_and_reversal_lines():
 
 # --- the Review page on imported runs (real store, model and judge) ---------------------------------
 
-def store_import(answer: str, settings, *, judges: bool = True) -> int:  # type: ignore[no-untyped-def]
-    """The record assessed, made a run and stored as intake stores it."""
+def store_import(answer: str, settings, *, judges: bool = True,  # type: ignore[no-untyped-def]
+                 trace_id: str | None = "") -> int:
+    """The record assessed, made a run and stored as intake stores it (trace id "t-" and the
+    answer's start unless given; None sends none)."""
     from services.answering.llm.backends import backend_for
     from services.answering.runs import save_run
     from services.intake.assess import assess_record, imported_run
     from services.intake.schema import ExternalRun
     from services.store import transaction
 
-    record = ExternalRun.model_validate({"question": QUESTION, "answer": answer, "trace_id": f"t-{answer[:8]}",
+    trace = f"t-{answer[:8]}" if trace_id == "" else trace_id
+    record = ExternalRun.model_validate({"question": QUESTION, "answer": answer, "trace_id": trace,
                                          "contexts": [{"text": c} for c in CONTEXTS]})
     with transaction() as session:
         assessment = assess_record(record, session=session, backend=backend_for(settings), judges=judges)

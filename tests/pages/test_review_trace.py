@@ -40,6 +40,9 @@ def test_the_queue_shows_trace_id_and_source_and_filters_by_a_trace_ids_start(cl
     assert list(table.columns[:3]) == ["run id", "trace id", "source"]
     assert dict(zip(table["run id"], table["trace id"])) == {wrong: "t-The make", right: "t-Osaka"}
     assert set(table["source"]) == {"import"}
+    untraced = store_import("Osaka", settings, trace_id=None)
+    table = queue_table(open_page())
+    assert dict(zip(table["run id"], table["trace id"]))[untraced] == ""  # an empty cell, not "None"
     at.text_input(key="review.trace_id").input("t-Os").run()  # the start of a trace id
     assert list(queue_table(at)["run id"]) == [right]
     at.text_input(key="review.trace_id").input("t-Osaka").run()  # the whole of it
