@@ -117,10 +117,14 @@ _GONE_CHILDREN = {
 assert set(_GONE_CHILDREN) == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
 # Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
 # that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018).
+# For the same reason the triggers on deleted iterations are told to stand aside while the children go
+# (0020): what they would redo is deleted or recounted here (_refresh_rollup) in the same transaction.
 _KEPT_BY_TRIGGERS = {
     "run_matrix_rows": "DELETE FROM run_matrix_rows WHERE id IN (SELECT id FROM retention_gone)",
     "document_run_index": "DELETE FROM document_run_index WHERE run_id IN (SELECT id FROM retention_gone)",
 }
+PRUNING_SETTING = "workbench.pruning"  # migration 0020's triggers on deleted iterations skip while it is 'on'
+_PRUNING = text("SELECT set_config('" + PRUNING_SETTING + "', :on, true)")  # until set back, or the transaction ends
 
 
 def partition_name(month: date | datetime) -> str:
@@ -166,8 +170,10 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
     before = int(session.execute(text(_BYTES_SQL), {"low": low}).scalar_one())
     if gone:
         session.execute(text("ANALYZE retention_gone"))
+        session.execute(_PRUNING, {"on": "on"})
         for child in _GONE_CHILDREN:
             removed[child] = session.execute(text(_GONE_CHILDREN[child])).rowcount  # type: ignore[attr-defined]
+        session.execute(_PRUNING, {"on": "off"})
         for table in _KEPT_BY_TRIGGERS:
             session.execute(text(_KEPT_BY_TRIGGERS[table]))
         # The table goes last: dropping or detaching it locks runs until the commit.

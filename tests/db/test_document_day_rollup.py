@@ -1,20 +1,22 @@
 """Migration 0015 on the real store: the Document trends rollup the triggers keep gives the page the
 same numbers as counting the runs themselves, through inserts (one by one, many in a statement,
-COPY), verdicts, a changed best iteration, deletes and a refresh; and runs.reflection_min_score
-follows each run's config whoever writes the run."""
+COPY), verdicts, a changed best iteration, deletes, a refresh and retention (whose deletes of
+iterations the triggers leave to its recount, 0020); and runs.reflection_min_score follows each
+run's config whoever writes the run."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
 
 from services.review.document_trends_check import document_trends_from_runs
 from services.review.documents import DocumentTrend, document_trends
+from services.review.retention import PRUNING_SETTING, prune
 from services.store import transaction
 from tests.db._bulk_writes import copy_runs_by_copy, copy_runs_by_statement
 from tests.services.test_documents import at, make_run, store, store_six_runs
@@ -147,3 +149,34 @@ def test_the_drill_down_lists_a_documents_newest_runs_within_its_limit_and_dates
         assert [r.run_id for r in document_runs("b", collection="default", until=at(13, 0), limit=1,
                                                 session=session)] == [runs["A"]]
         assert document_runs("never-retrieved", collection="default", session=session) == []
+
+
+def _kept_rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    with transaction() as session:
+        return (list(map(tuple, session.execute(text("SELECT * FROM document_day_rollup ORDER BY 1, 2, 3, 4")))),
+                list(map(tuple, session.execute(text("SELECT * FROM document_run_index ORDER BY 1, 2, 3, 4")))))
+
+
+def test_retention_removes_a_months_runs_and_the_rollup_still_counts_what_is_left(runs):  # type: ignore[no-untyped-def]
+    # The six runs are in May 2025; A and C reviewed (D flagged): those stay, B, E and F go.
+    with transaction() as session:
+        session.execute(text("UPDATE runs SET reviewed_at = created_at + interval '1 hour' WHERE id IN (:a, :c)"),
+                        {"a": runs["A"], "c": runs["C"]})
+    report = prune(older_than=timedelta(days=90), keep_reviewed=True, now=datetime.now(UTC))
+    assert (report.runs_removed, report.runs_kept) == (3, 3)
+    assert report.children_removed["run_iterations"] >= 3  # deleted with the triggers aside, then recounted
+    assert_rollup_matches_runs()
+    with transaction() as session:
+        assert {t.external_id for t in document_trends(session=session)} >= {"a", "c"}  # not vacuously equal
+
+
+def test_the_iteration_triggers_stand_aside_only_in_the_transaction_that_says_it_prunes(runs):  # type: ignore[no-untyped-def]
+    before = _kept_rows()
+    with transaction() as session:
+        session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": PRUNING_SETTING})
+        session.execute(text("DELETE FROM run_iterations WHERE run_id = :a"), {"a": runs["A"]})
+    assert _kept_rows() == before  # neither the rollup nor the drill-down's index moved
+    with transaction() as session:  # the setting ended with its transaction: the triggers follow again
+        session.execute(text("DELETE FROM run_iterations WHERE run_id = :b"), {"b": runs["B"]})
+    rollup, index = _kept_rows()
+    assert rollup != before[0] and index != before[1]

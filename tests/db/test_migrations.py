@@ -201,3 +201,18 @@ def test_0019_derives_each_terms_tf_and_shortest_chunk_pairs_from_its_postings(s
     with scratch_engine.begin() as conn:
         assert dict(conn.execute(text("SELECT term, (max_tf, min_dl)::text FROM bm25_terms")).all()) == {
             "pump": "(3,4)", "gone": "(0,0)"}
+
+
+def test_0020_sets_the_iteration_delete_triggers_aside_while_retention_prunes_and_back(scratch_engine: Engine) -> None:
+    from services.review.retention import PRUNING_SETTING
+
+    def guarded() -> dict[str, bool]:
+        with scratch_engine.begin() as conn:
+            return {name: PRUNING_SETTING in definition for name, definition in conn.execute(text(
+                "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
+                "WHERE tgrelid = 'run_iterations'::regclass AND tgname LIKE '%iterations_delete'"))}
+
+    _migrate(scratch_engine, "0020")
+    assert guarded() == {"document_day_rollup_iterations_delete": True, "document_run_index_iterations_delete": True}
+    _migrate(scratch_engine, "0019", down=True)
+    assert guarded() == {"document_day_rollup_iterations_delete": False, "document_run_index_iterations_delete": False}
