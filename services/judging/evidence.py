@@ -67,6 +67,7 @@ class ClaimEvidence:
     best_coverage: float  # ...and the most any context sentence names
     locality: float  # 0-1: the question's words near the claim's additions in the evidence
     rival_locality: float  # the best locality of another name/number of the same kind
+    rival: tuple[str, int] | None  # that name or number as written, and its context (0-based)
     reversal: tuple[str, str] | None  # (claim word, the evidence's opposite)
 
 
@@ -153,14 +154,17 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
             best, best_key, best_share = sentence, key, share
     if best is None:
         return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0,
-                             0.0, None)
+                             0.0, None, None)
     asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
     own = _answer_stems(claim)
     near = locality(asked, own, best)
-    rivals = _rival_stems(claim, pool)
-    sentence_stems = [frozenset(s.stems) for s in pool]
-    rival = max((locality(asked, r, s) for s, stems in zip(pool, sentence_stems, strict=True)
-                 for r in rivals if stems.issuperset(r)), default=0.0)
+    rivals = _rivals(claim, pool, asked=frozenset(asked))
+    rival, rival_at = 0.0, None
+    for sentence in pool:
+        stems = frozenset(sentence.stems)
+        for rival_stems, surface in rivals.items():
+            if stems.issuperset(rival_stems) and (nearness := locality(asked, rival_stems, sentence)) > rival:
+                rival, rival_at = nearness, (surface, sentence.context)
     # Read only against evidence that holds what the claim adds: a paraphrase from elsewhere
     # words things its own way.
     reversal = None if _quoted(claim.text, best.text) else (
@@ -168,7 +172,7 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     if reversal is not None and _share(claim, best, leaving_out=_stem_of(reversal[0])) < ALIGNED:
         reversal = None
     return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
-                         best_key[2], best_coverage, near, rival, reversal)
+                         best_key[2], best_coverage, near, rival, rival_at, reversal)
 
 
 def _quoted(claim: str, sentence: str) -> bool:
@@ -272,19 +276,23 @@ def _nearness(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str],
     return total / len(dict.fromkeys(asked))
 
 
-def _rival_stems(claim: Claim, pool: Sequence[ContextSentence]) -> list[tuple[str, ...]]:
-    """Names, numbers and dates of the kinds the claim adds that the contexts offer instead."""
+def _rivals(claim: Claim, pool: Sequence[ContextSentence], *, asked: frozenset[str]) -> dict[tuple[str, ...], str]:
+    """Names, numbers and dates of the kinds the claim adds that the contexts offer instead:
+    their stems, and each as first written. A name sharing a word with what the question asks
+    (`asked`, its options left out) is what the question is about, not another answer to it: it
+    sits nearest the question's words by being one of them ("Robotics" for "the head office of
+    Kestrel Robotics", which made every right answer's rival)."""
     kinds = {a.kind for a in claim.added_atoms}
     if not kinds:
-        return []
+        return {}
     own = {(a.kind, a.key) for a in claim.added_atoms}
     own_stems = set(_answer_stems(claim))
-    rivals: dict[tuple[str, ...], None] = {}
+    rivals: dict[tuple[str, ...], str] = {}
     for sentence in pool:
         for atom in atoms(sentence.text):
             stems = tuple(tokenize(atom.surface))
-            if atom.kind in kinds and (atom.kind, atom.key) not in own and stems and not set(stems) & own_stems:
-                rivals.setdefault(stems, None)
+            if atom.kind in kinds and (atom.kind, atom.key) not in own and stems and not set(stems) & (own_stems | asked):
+                rivals.setdefault(stems, atom.surface)
                 if len(rivals) >= MAX_CANDIDATES:
-                    return list(rivals)
-    return list(rivals)
+                    return rivals
+    return rivals

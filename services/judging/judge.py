@@ -128,12 +128,23 @@ def _fault(reading: Reading) -> str | None:
     if f["type_fit"] == 0.0:
         return f"the question asks for a {reading.expected.kind}; the answer gives none"
     if f["locality_margin"] < 0:
-        return "the contexts name the answer, but another name or number sits nearer what the question asks"
+        return _nearer(claims)
     if f["coverage_margin"] < 0 or f["evidence_margin"] < -EVIDENCE_MARGIN_NOTED:
         return "the answer comes from a context sentence, but another one is more about what the question asks"
     if f["question_coverage"] < 0.5:
         return "the context sentence that holds the answer is not about what the question asks"
     return None
+
+
+def _nearer(claims: Sequence[ClaimEvidence]) -> str:
+    """The locality fault, naming the rival a reviewer should compare the answer with: that of the
+    claim whose own words come closest to beating it (the claim the margin was taken from)."""
+    closest = max(claims, key=lambda c: (c.rival is not None, c.locality - c.rival_locality))
+    if closest.rival is None:  # a negative margin comes from a rival: not reached, but never a crash
+        return "the contexts name the answer, but another name or number sits nearer what the question asks"
+    surface, context = closest.rival
+    return (f"the contexts name the answer, but {quoted_list([surface])} sits nearer what the question asks "
+            f"(context {context + 1})")
 
 
 def _in_no_context(items: list[str]) -> str:

@@ -236,6 +236,24 @@ def test_an_answer_is_read_near_the_question_within_its_clause(embed) -> None:  
     assert right.p_supported > wrong.p_supported and not wrong.auto_accept
 
 
+KESTREL = ("Kestrel Robotics was founded in 1987 by Mika Tanaka. The company has its head office in Osaka and a "
+           "European service centre in Düsseldorf. Its KX series arms are built in the Kobe plant.")
+
+
+def test_a_name_the_question_holds_is_what_it_asks_about_not_a_rival_answer(embed) -> None:  # type: ignore[no-untyped-def]
+    # 'Robotics' sits next to the question's words by being one of them: it was every answer's rival.
+    verdict = judge_answer("Who founded Kestrel Robotics?", "Mika Tanaka", [KESTREL], embed=embed)
+    assert verdict.features["locality_margin"] >= 0
+    assert "sits nearer" not in verdict.reason
+
+
+def test_the_locality_reason_names_the_nearer_name_and_its_context(embed) -> None:  # type: ignore[no-untyped-def]
+    verdict = judge_answer("In which city are Kestrel Robotics' arms built?", "Osaka", ["Line 3 runs two shifts.", KESTREL],
+                           embed=embed)
+    assert verdict.label != SUPPORTED
+    assert verdict.reason.endswith("the contexts name the answer, but 'Kobe' sits nearer what the question asks (context 2)")
+
+
 @pytest.mark.parametrize("gap", [" ", "\n", "\t"])
 def test_a_semicolon_ends_a_clause_whatever_whitespace_follows_it(embed, gap: str) -> None:  # type: ignore[no-untyped-def]
     # A line break after the semicolon (a wrapped list item, a docstring) ends the clause as a space does.
