@@ -45,16 +45,18 @@ QUEUE_COLUMNS = ("run id", "trace id", "source", "question", "P(supported)", "le
 # --- pure data helpers -----------------------------------------------------------------------
 
 def queue_frame(items: Sequence[QueueItem], *, calibrated: bool) -> pd.DataFrame:
-    """Queue rows in queue order; `calibrated` is blank when no calibrator has been fitted yet,
-    P(supported) says "not judged" for runs the judge never saw, and a run sent without a trace id
-    has an empty cell there (not a grey "None")."""
+    """Queue rows in queue order; the `calibrated` column only once a calibrator has been fitted
+    (before, it would be a column of grey "None"s; the caption says why it is missing),
+    P(supported) says "not judged" for runs the judge never saw, and a run sent without a trace
+    id has an empty cell there."""
+    columns = [c for c in QUEUE_COLUMNS if calibrated or c != "calibrated"]
     return pd.DataFrame([
         {"run id": i.run_id, "trace id": i.trace_id or "", "source": i.source, "question": i.query,
          "P(supported)": p_supported_text(i.p_supported), "level": i.level,
-         "confidence": i.confidence, "calibrated": i.calibrated if calibrated else None, "disagreement": i.disagreement, "preset": i.preset,
+         "confidence": i.confidence, "calibrated": i.calibrated, "disagreement": i.disagreement, "preset": i.preset,
          "status": i.status, "reviewer": i.reviewer, "created": i.created_at}
         for i in items
-    ], columns=list(QUEUE_COLUMNS))
+    ], columns=columns)
 
 
 # --- page ------------------------------------------------------------------------------------

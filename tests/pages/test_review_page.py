@@ -251,6 +251,7 @@ def test_disagreement_order_puts_the_largest_spread_first(demo_runs):
     assert any("Largest spread" in c.value for c in at.caption)
     frame = next(d.value for d in at.dataframe if "disagreement" in d.value.columns)
     assert list(frame["disagreement"]) == pytest.approx([0.8, 0.3, 0.0])
+    assert "calibrated" not in frame.columns  # no column of grey "None"s before a calibrator is fitted
 
 
 def test_with_enough_verdicts_the_queue_is_ordered_by_calibrated_probability(demo_runs):
