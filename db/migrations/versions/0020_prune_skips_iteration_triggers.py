@@ -11,7 +11,7 @@ transaction. They now fire only when the transaction has not set `workbench.prun
 of iterations and nothing else does. A writer that sets it itself takes on retention's duty:
 recounting what its deletes touched.
 
-Measured on a store of 30,000 runs (bench/volume.py, 2026-11-28T16:55Z, idle machine): deleting
+Measured on a store of 30,000 runs (bench/volume.py --runs 30000, 2026-11-28T16:25Z, load 0.8-1.2): deleting
 the 9,364 iterations of a month's unreviewed runs took 1.14-1.17 s with the triggers, 0.10 s
 without (README, Retention).
 
