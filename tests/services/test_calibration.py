@@ -102,7 +102,7 @@ def test_isotonic_calibrator_on_few_verdicts_says_how_few():
     labels = np.array([0] * 10 + [1] * 10)
     calibrator = fit_calibrator(scores, labels, "isotonic")
     np.testing.assert_allclose(calibrator([0.1, 0.9]), [1 / 12, 11 / 12])
-    plain_x, plain_y = isotonic_knots(scores, labels)
+    _, plain_y = isotonic_knots(scores, labels)
     assert set(plain_y) == {0.0, 1.0}
 
 

@@ -56,9 +56,9 @@ def test_pseudo_verdicts_take_each_step_off_zero_and_one():
 
 
 def test_pseudo_verdicts_pool_a_small_step_the_smoothing_turned_lower():
-    """Twenty verdicts at 0.9 approved, then one approved alone: smoothed, the lone step (2/3)
-    falls below the large one (19/22), so the two are pooled again, weighted by their counts
-    with the pseudo-verdicts: (18 + 1 + 1 + 1) / (20 + 2 + 1 + 2)."""
+    """Twenty verdicts at 0.5, eighteen of them approved, then one approved alone at 0.9:
+    smoothed, the lone step (2/3) falls below the large one (19/22), so the two are pooled again,
+    weighted by their counts with the pseudo-verdicts: (18 + 1 + 1 + 1) / (20 + 2 + 1 + 2)."""
     scores = np.array([0.1] * 10 + [0.5] * 20 + [0.9])
     labels = np.array([0] * 10 + [1] * 18 + [0] * 2 + [1])
     x, y = isotonic_knots(scores, labels, pseudo_verdicts=2)
