@@ -32,7 +32,7 @@ FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
     "question_coverage", "entity_coverage", "coverage_margin", "locality", "locality_margin", "type_fit",
     "option_margin", "option_relevance", "reversal", "contradiction", "similarity", "relevance", "evidence_margin",
-    "evidence_nearness", "concise", "quote_changed",
+    "evidence_relevance", "evidence_nearness", "concise", "quote_changed",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -82,7 +82,8 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         answering = words.answering()
         features["similarity"] = _similarity(question, adding, embed, sentences)
         features["relevance"] = _relevance(question, answering.claim.text, embed)
-        features["evidence_margin"] = _evidence_margin(question, answering, pool, words.terms, embed, sentences)
+        features["evidence_margin"], features["evidence_relevance"] = _evidence_margin(
+            question, answering, pool, words.terms, embed, sentences)
         features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)
@@ -250,7 +251,10 @@ def _relevance(question: str, claim: str, embed: Embed) -> float:
 def relevance_between(question: str, text: str, embed: Embed) -> float:
     """cos(question, text) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
     vectors = embed([question, text])
-    cosine = float(vectors[0] @ vectors[1])
+    return _mapped(float(vectors[0] @ vectors[1]))
+
+
+def _mapped(cosine: float) -> float:
     return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
 
 
@@ -265,15 +269,18 @@ def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
 
 
 def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
-                     terms: Sequence[Term], embed: Embed, sentences: SentenceVectors) -> float:
+                     terms: Sequence[Term], embed: Embed, sentences: SentenceVectors) -> tuple[float, float]:
     """cos(question, evidence) less the best cos(question, sentence) over the context sentences
     that name most of the question (at most MARGIN_SENTENCES of them): 0 when the answer comes
-    from the sentence most about the question, below 0 when another sentence is more so."""
+    from the sentence most about the question, below 0 when another sentence is more so; and
+    how much the evidence itself is about the question (as relevance_between maps it). Read on
+    the context's sentence, not the answer, so a concise answer and a sentence quoting the same
+    evidence read alike, and an answer echoing the question gains nothing by it."""
     if answering.evidence is None:
-        return -1.0
+        return -1.0, 0.0
     ranked = sorted(pool, key=lambda s: -coverage(terms, s.speaks_of))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
     cosines = sentences([answering.evidence, *ranked]) @ embed([question])[0]
-    return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0))
+    return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0)), _mapped(float(cosines[0]))
 
 
 def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence], embed: Embed,

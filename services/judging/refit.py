@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from db.models import JudgeModelRow
 from services.domain import RunStatus
 from services.errors import InputError
+from services.judging.features import FEATURES
 from services.judging.model import MIN_VERDICTS_TO_REFIT, JudgeModel, fit, shipped_model
 from services.store import read_transaction, transaction
 
@@ -61,13 +62,18 @@ def active_model(*, session: Session) -> JudgeModel:
 def refit_from_verdicts(*, session: Session, created_by: str, activate_if_better: bool = True) -> Refit:
     """Refit the judge on the reviewed runs' stored signals (caller owns the transaction)."""
     rows = session.execute(text(_VERDICTS_SQL), {"statuses": [s.value for s in _RIGHT + _WRONG]}).all()
-    features = [dict(r.features) for r in rows]
-    labels = [1 if r.status in _RIGHT else 0 for r in rows]
+    # A run judged before the judge read one of today's signals stored none for it: fitted as a 0
+    # it would read as the signal's worst, so such runs are left out, and counted.
+    current_rows = [r for r in rows if set(FEATURES) <= set(r.features)]
+    older = len(rows) - len(current_rows)
+    features = [dict(r.features) for r in current_rows]
+    labels = [1 if r.status in _RIGHT else 0 for r in current_rows]
     right = sum(labels)
     if len(labels) < MIN_VERDICTS_TO_REFIT or min(right, len(labels) - right) < MIN_PER_CLASS:
+        also = f"; {older} more were judged by an earlier judge that read fewer signals" if older else ""
         raise InputError(f"refitting the judge needs {MIN_VERDICTS_TO_REFIT} reviewed, judged runs with at least "
                          f"{MIN_PER_CLASS} approved and {MIN_PER_CLASS} flagged or corrected; there are {len(labels)} "
-                         f"({right} approved)")
+                         f"({right} approved){also}")
     current = active_model(session=session)
     number = (session.scalar(text("SELECT count(*) FROM judge_models")) or 0) + 1
     trained_on = {"verdicts": len(labels), "refit_of": current.version, "by": created_by}

@@ -273,10 +273,9 @@ def test_a_reading_kept_for_the_same_words_carries_nothing_of_the_embedder_it_me
     words_only = read_answer(QUESTION, answer, CONTEXTS, embed=None)
     assert with_vectors.features["similarity"] > 0 and with_vectors.features["model_log_odds"] > 0
     assert words_only.features["similarity"] == 0.0 and words_only.features["model_log_odds"] == 0.0
-    assert {k: v for k, v in with_vectors.features.items()
-            if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")} \
-        == {k: v for k, v in words_only.features.items()
-            if k not in ("similarity", "relevance", "evidence_margin", "evidence_nearness", "model_log_odds")}
+    semantic = ("similarity", "relevance", "evidence_margin", "evidence_relevance", "evidence_nearness", "model_log_odds")
+    assert {k: v for k, v in with_vectors.features.items() if k not in semantic} \
+        == {k: v for k, v in words_only.features.items() if k not in semantic}
 
 
 class _Recorder:
@@ -311,3 +310,15 @@ def test_what_an_answer_is_read_alone_for_is_known_before_its_contexts_are(quest
         judge_answer(question, answer, contexts, embed=recorder)
         answer_relevance(question, answer, recorder)
         assert set(recorder.alone) <= known, set(recorder.alone) - known
+
+
+def test_evidence_relevance_reads_the_context_sentence_so_echoing_the_question_earns_nothing(embed) -> None:  # type: ignore[no-untyped-def]
+    def relevance(answer: str) -> float:
+        return read_answer(QUESTION, answer, CONTEXTS, embed=embed).features["evidence_relevance"]
+
+    right, wrong = relevance("Osaka"), relevance("Nagoya")
+    assert right > wrong  # Osaka's sentence is about the head office, Nagoya's about a plant
+    # A sentence quoting the same evidence reads as its concise answer does, and the question
+    # restated around the wrong name gains nothing for its echo.
+    assert relevance("The maker of the robot arm is headquartered in Osaka.") == pytest.approx(right)
+    assert relevance("The maker of the robot arm has its head office in Nagoya.") == pytest.approx(wrong)

@@ -55,6 +55,21 @@ def test_too_few_verdicts_are_refused_with_the_counts(clean_db, settings):  # ty
     assert model_in_use().version == shipped_model().version
 
 
+def test_verdicts_on_runs_an_earlier_judge_read_are_left_out_and_counted(clean_db, settings):  # type: ignore[no-untyped-def]
+    # A signal the judge did not read then is missing from the stored ones: fitted as 0 it would
+    # read as that signal's worst, so those runs are left out, and the refusal says how many.
+    from sqlalchemy import text
+
+    from services.store import transaction
+
+    _reviewed(settings, right=3, wrong=2)
+    with transaction() as session:
+        session.execute(text("UPDATE run_iterations SET verdict = verdict #- '{features,evidence_relevance}' "
+                             "WHERE run_id IN (SELECT id FROM runs WHERE trace_id IN ('right-0', 'wrong-1'))"))
+    with pytest.raises(InputError, match=r"there are 3 \(2 approved\); 2 more were judged by an earlier judge"):
+        refit_judge(created_by="test")
+
+
 def test_a_refit_is_stored_and_used_only_when_it_ranks_the_verdicts_better(clean_db, settings):  # type: ignore[no-untyped-def]
     _reviewed(settings, right=20, wrong=22)
     kept = refit_judge(created_by="test", activate_if_better=False)
