@@ -25,7 +25,7 @@ from services.judging._opposites import negated_by_prefix
 from services.judging._segments import clean, segment_chunk
 from services.judging.atoms import Atom, atoms, holds
 from services.judging.claims import Claim
-from services.retrieval.text import tokenize
+from services.retrieval.text import STOPWORDS, tokenize
 
 LOCALITY_REACH = 4.0  # tokens: a question word this far from the answer counts half
 MAX_CANDIDATES = 40  # competing names/numbers read per claim
@@ -37,9 +37,9 @@ class ContextSentence:
     context: int  # 0-based index of its context
     text: str  # as written (codes keep their underscores)
     stems: tuple[str, ...]  # in order, for distances
-    # The sentence before it, when this one opens with a pronoun standing for what that one
-    # named ("It is also known as the Cosine Bell." after "The Hann window is a taper ..."):
-    # what this sentence speaks of is named there.
+    # What the pronoun opening this sentence stands for, the subject of the sentence before it
+    # ("Hann window" for "It is also known as the Cosine Bell." after "The Hann window is a
+    # taper ..."): what this sentence speaks of is named there.
     antecedent: str = ""
     antecedent_stems: tuple[str, ...] = ()
     # The stems of each clause, when semicolons join several ("The external E-stop is category 1
@@ -101,17 +101,37 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
 
 # Pronouns that stand for what the sentence before named, when they open a sentence.
 _ANAPHORA = frozenset({"it", "its", "this", "these", "they", "their", "he", "his", "she", "her", "such"})
+_SUBJECT_WORDS = 4  # a subject longer than this is a clause, not a name: its first words stand for it
+_OPENING = re.compile(r"[A-Za-z][\w'’-]*")
 
 
 @lru_cache(maxsize=8192)
 def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     read = _segmented(text)
-    sentences = []
+    sentences: list[ContextSentence] = []
     for i, (quote, stems) in enumerate(read):
         opens = quote.split(maxsplit=1)[:1]
-        before = read[i - 1] if i and opens and opens[0].lower() in _ANAPHORA else ("", ())
-        sentences.append(ContextSentence(index, quote, stems, *before, clauses=_clause_stems(quote)))
+        subject = _subject(sentences[-1]) if i and opens and opens[0].lower() in _ANAPHORA else ""
+        sentences.append(ContextSentence(index, quote, stems, subject, tuple(tokenize(subject)),
+                                         clauses=_clause_stems(quote)))
     return tuple(sentences)
+
+
+def _subject(sentence: ContextSentence) -> str:
+    """What a pronoun opening the next sentence stands for: this sentence's subject, its words
+    after an opening article or pronoun up to the next small word ("company" of "The company has
+    its head office in Osaka", "Hann window" of "The Hann window is a taper"), with what its own
+    opening pronoun stood for. Not the whole sentence: its other names ("Osaka") are not what
+    "Its plant" belongs to, and read as standing where the pronoun does they sat beside every
+    word after it ('KX' of "Its KX series arms" was each city's rival for "head office")."""
+    words = _OPENING.findall(sentence.text)
+    start = 1 if words and (words[0].lower() in STOPWORDS or words[0].lower() in _ANAPHORA) else 0
+    subject = []
+    for word in words[start:start + _SUBJECT_WORDS]:
+        if word.lower() in STOPWORDS:
+            break
+        subject.append(word)
+    return " ".join(filter(None, (sentence.antecedent, " ".join(subject))))
 
 
 _CLAUSE_END = re.compile(r"(?<=;)\s+")  # the clause goes on to its semicolon

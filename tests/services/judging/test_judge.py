@@ -322,3 +322,14 @@ def test_evidence_relevance_reads_the_context_sentence_so_echoing_the_question_e
     # restated around the wrong name gains nothing for its echo.
     assert relevance("The maker of the robot arm is headquartered in Osaka.") == pytest.approx(right)
     assert relevance("The maker of the robot arm has its head office in Nagoya.") == pytest.approx(wrong)
+
+
+def test_a_pronoun_stands_for_the_subject_before_it_not_every_name_of_that_sentence(embed) -> None:  # type: ignore[no-untyped-def]
+    # "Its KX series arms ..." follows "The company has its head office in Osaka ...": "Its" is the
+    # company's, so 'KX' does not sit beside "head office" and was never a rival to "Osaka".
+    question = "Which city is the head office of Kestrel Robotics in?"
+    right = judge_answer(question, "Osaka", [KESTREL], embed=embed)
+    assert right.features["locality_margin"] >= 0 and "sits nearer" not in right.reason
+    wrong = judge_answer(question, "Kestrel Robotics has its head office in Kobe.", [KESTREL], embed=embed)
+    assert wrong.reason.endswith("but 'Osaka' sits nearer what the question asks (context 1)")
+    assert right.p_supported > wrong.p_supported
