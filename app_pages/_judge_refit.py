@@ -47,7 +47,8 @@ def _render_refit(refit: Refit) -> None:
     verdict = (f"now in use: it ranks the verdicts better than {refit.current_version}" if refit.activated
                else f"stored, not in use: {refit.current_version} ranks the verdicts as well or better")
     (st.success if refit.activated else st.info)(as_plain(
-        f"{refit.model.version}, fitted on {refit.verdicts} verdicts ({refit.right} approved), {verdict}."))
+        f"{refit.model.version}, fitted on {refit.verdicts} verdicts ({refit.right} approved){refit.left_out_note}, "
+        f"{verdict}."))
     figure = go.Figure(go.Bar(x=[f"in use ({refit.current_version})", "refit"],
                               y=[refit.current_auroc, refit.refit_auroc],
                               text=[f"{refit.current_auroc:.3f}", f"{refit.refit_auroc:.3f}"], textposition="outside"))

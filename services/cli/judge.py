@@ -28,7 +28,7 @@ def refit(
     if as_json:
         emit(result.to_dict())
         return
-    typer.echo(f"refit on {result.verdicts} verdicts ({result.right} approved): held-out AUROC "
+    typer.echo(f"refit on {result.verdicts} verdicts ({result.right} approved){result.left_out_note}: held-out AUROC "
                f"{result.refit_auroc:.3f} against {result.current_auroc:.3f} for {result.current_version}")
     typer.echo(f"stored {result.model.version}" + (", now active" if result.activated else ", not active"))
 

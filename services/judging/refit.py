@@ -46,11 +46,16 @@ class Refit:
     refit_auroc: float
     model: JudgeModel
     activated: bool
+    left_out: int = 0  # verdicts on runs an earlier judge read, without every signal read today
+
+    @property
+    def left_out_note(self) -> str:
+        return f"; {self.left_out} verdicts on runs an earlier judge read were left out" if self.left_out else ""
 
     def to_dict(self) -> dict[str, object]:
         return {"verdicts": self.verdicts, "right": self.right, "current_version": self.current_version,
                 "current_auroc": round(self.current_auroc, 4), "refit_auroc": round(self.refit_auroc, 4),
-                "version": self.model.version, "activated": self.activated}
+                "version": self.model.version, "activated": self.activated, "left_out": self.left_out}
 
 
 def active_model(*, session: Session) -> JudgeModel:
@@ -76,7 +81,7 @@ def refit_from_verdicts(*, session: Session, created_by: str, activate_if_better
                          f"({right} approved){also}")
     current = active_model(session=session)
     number = (session.scalar(text("SELECT count(*) FROM judge_models")) or 0) + 1
-    trained_on = {"verdicts": len(labels), "refit_of": current.version, "by": created_by}
+    trained_on = {"verdicts": len(labels), "refit_of": current.version, "by": created_by, "left_out": older}
     model = fit(features, labels, version=f"{current.version.split('+')[0]}+verdicts{number}",
                 accept_at=current.accept_at, trained_on=trained_on)
     current_auroc, refit_auroc = _held_out_aurocs(features, labels, current)
@@ -87,7 +92,8 @@ def refit_from_verdicts(*, session: Session, created_by: str, activate_if_better
                               created_by=created_by, notes=f"held-out AUROC {refit_auroc:.3f} vs {current_auroc:.3f} "
                                                            f"({current.version}) on {len(labels)} verdicts"))
     session.flush()
-    return Refit(len(labels), right, current.version, current_auroc, refit_auroc, model, activate_if_better and better)
+    return Refit(len(labels), right, current.version, current_auroc, refit_auroc, model, activate_if_better and better,
+                 older)
 
 
 def _held_out_aurocs(features: list[dict[str, float]], labels: list[int], current: JudgeModel) -> tuple[float, float]:

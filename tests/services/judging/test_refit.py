@@ -62,12 +62,18 @@ def test_verdicts_on_runs_an_earlier_judge_read_are_left_out_and_counted(clean_d
 
     from services.store import transaction
 
-    _reviewed(settings, right=3, wrong=2)
+    _reviewed(settings, right=20, wrong=22)
     with transaction() as session:
         session.execute(text("UPDATE run_iterations SET verdict = verdict #- '{features,evidence_relevance}' "
-                             "WHERE run_id IN (SELECT id FROM runs WHERE trace_id IN ('right-0', 'wrong-1'))"))
-    with pytest.raises(InputError, match=r"there are 3 \(2 approved\); 2 more were judged by an earlier judge"):
+                             "WHERE run_id IN (SELECT id FROM runs WHERE trace_id IN ('right-0', 'wrong-1', 'wrong-2'))"))
+    with pytest.raises(InputError, match=r"there are 39 \(19 approved\); 3 more were judged by an earlier judge"):
         refit_judge(created_by="test")
+    with transaction() as session:  # one of them read again by today's judge: enough to fit, two left out
+        session.execute(text("UPDATE run_iterations SET verdict = jsonb_set(verdict, '{features,evidence_relevance}', "
+                             "'0.5') WHERE run_id = (SELECT id FROM runs WHERE trace_id = 'wrong-2')"))
+    refit = refit_judge(created_by="test", activate_if_better=False)
+    assert (refit.verdicts, refit.left_out, refit.model.trained_on["left_out"]) == (40, 2, 2)
+    assert refit.left_out_note == "; 2 verdicts on runs an earlier judge read were left out"  # page and CLI say it
 
 
 def test_a_refit_is_stored_and_used_only_when_it_ranks_the_verdicts_better(clean_db, settings):  # type: ignore[no-untyped-def]
