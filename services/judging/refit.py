@@ -50,7 +50,7 @@ class Refit:
 
     @property
     def left_out_note(self) -> str:
-        return f"; {self.left_out} verdicts on runs an earlier judge read were left out" if self.left_out else ""
+        return _left_out_note(self.left_out)
 
     def to_dict(self) -> dict[str, object]:
         return {"verdicts": self.verdicts, "right": self.right, "current_version": self.current_version,
@@ -75,10 +75,9 @@ def refit_from_verdicts(*, session: Session, created_by: str, activate_if_better
     labels = [1 if r.status in _RIGHT else 0 for r in current_rows]
     right = sum(labels)
     if len(labels) < MIN_VERDICTS_TO_REFIT or min(right, len(labels) - right) < MIN_PER_CLASS:
-        also = f"; {older} more were judged by an earlier judge that read fewer signals" if older else ""
         raise InputError(f"refitting the judge needs {MIN_VERDICTS_TO_REFIT} reviewed, judged runs with at least "
                          f"{MIN_PER_CLASS} approved and {MIN_PER_CLASS} flagged or corrected; there are {len(labels)} "
-                         f"({right} approved){also}")
+                         f"({right} approved){_left_out_note(older)}")
     current = active_model(session=session)
     number = (session.scalar(text("SELECT count(*) FROM judge_models")) or 0) + 1
     trained_on = {"verdicts": len(labels), "refit_of": current.version, "by": created_by, "left_out": older}
@@ -94,6 +93,10 @@ def refit_from_verdicts(*, session: Session, created_by: str, activate_if_better
     session.flush()
     return Refit(len(labels), right, current.version, current_auroc, refit_auroc, model, activate_if_better and better,
                  older)
+
+
+def _left_out_note(verdicts: int) -> str:
+    return f"; {verdicts} verdicts on runs an earlier judge read were left out" if verdicts else ""
 
 
 def _held_out_aurocs(features: list[dict[str, float]], labels: list[int], current: JudgeModel) -> tuple[float, float]:

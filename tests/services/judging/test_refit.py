@@ -66,7 +66,7 @@ def test_verdicts_on_runs_an_earlier_judge_read_are_left_out_and_counted(clean_d
     with transaction() as session:
         session.execute(text("UPDATE run_iterations SET verdict = verdict #- '{features,evidence_relevance}' "
                              "WHERE run_id IN (SELECT id FROM runs WHERE trace_id IN ('right-0', 'wrong-1', 'wrong-2'))"))
-    with pytest.raises(InputError, match=r"there are 39 \(19 approved\); 3 more were judged by an earlier judge"):
+    with pytest.raises(InputError, match=r"there are 39 \(19 approved\); 3 verdicts on runs an earlier judge read were left out"):
         refit_judge(created_by="test")
     with transaction() as session:  # one of them read again by today's judge: enough to fit, two left out
         session.execute(text("UPDATE run_iterations SET verdict = jsonb_set(verdict, '{features,evidence_relevance}', "
