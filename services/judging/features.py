@@ -82,7 +82,7 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         answering = words.answering()
         features["similarity"] = _similarity(question, adding, embed, sentences)
         features["relevance"] = _relevance(question, answering.claim.text, embed)
-        features["evidence_margin"], features["evidence_relevance"] = _evidence_margin(
+        features["evidence_margin"], features["evidence_relevance"] = _evidence_margin_and_relevance(
             question, answering, pool, words.terms, embed, sentences)
         features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
     if model_support is not None:
@@ -268,7 +268,7 @@ def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
     return coverage(entities, text)
 
 
-def _evidence_margin(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
+def _evidence_margin_and_relevance(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
                      terms: Sequence[Term], embed: Embed, sentences: SentenceVectors) -> tuple[float, float]:
     """cos(question, evidence) less the best cos(question, sentence) over the context sentences
     that name most of the question (at most MARGIN_SENTENCES of them): 0 when the answer comes

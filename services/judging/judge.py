@@ -140,11 +140,11 @@ def _nearer(claims: Sequence[ClaimEvidence]) -> str:
     """The locality fault, naming the rival a reviewer should compare the answer with: that of the
     claim whose own words come closest to beating it (the claim the margin was taken from)."""
     closest = max(claims, key=lambda c: (c.rival is not None, c.locality - c.rival_locality))
+    nearer = "the contexts name the answer, but {} sits nearer what the question asks"
     if closest.rival is None:  # a negative margin comes from a rival: not reached, but never a crash
-        return "the contexts name the answer, but another name or number sits nearer what the question asks"
+        return nearer.format("another name or number")
     surface, context = closest.rival
-    return (f"the contexts name the answer, but {quoted_list([surface])} sits nearer what the question asks "
-            f"(context {context + 1})")
+    return f"{nearer.format(quoted_list([surface]))} (context {context + 1})"
 
 
 def _in_no_context(items: list[str]) -> str:
