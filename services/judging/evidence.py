@@ -13,8 +13,10 @@ one it does.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -103,6 +105,10 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
 _ANAPHORA = frozenset({"it", "its", "this", "these", "they", "their", "he", "his", "she", "her", "such"})
 _SUBJECT_WORDS = 4  # a subject longer than this is a clause, not a name: its first words stand for it
 _OPENING = re.compile(r"[A-Za-z][\w'’-]*")
+# "The company has ...", "The function returns ...": a definite article before a common noun (lower
+# case, no name of its own) speaks of what the sentence before named, as a pronoun does.
+_DEFINITE = frozenset({"the", "that", "those"})
+_DESCRIPTION_WORDS = 2  # "The company", "The return value": longer is a description of its own
 
 
 @lru_cache(maxsize=8192)
@@ -110,11 +116,24 @@ def _sentences_of(index: int, text: str) -> tuple[ContextSentence, ...]:
     read = _segmented(text)
     sentences: list[ContextSentence] = []
     for i, (quote, stems) in enumerate(read):
-        opens = quote.split(maxsplit=1)[:1]
-        subject = _subject(sentences[-1]) if i and opens and opens[0].lower() in _ANAPHORA else ""
+        subject = _subject(sentences[-1]) if i and _refers_back(quote) else ""
         sentences.append(ContextSentence(index, quote, stems, subject, tuple(tokenize(subject)),
                                          clauses=_clause_stems(quote)))
     return tuple(sentences)
+
+
+def _refers_back(quote: str) -> bool:
+    """Whether the sentence opens with a pronoun ("Its KX series ...") or a definite description
+    ("The company has ...") standing for the subject of the sentence before it."""
+    words = _OPENING.findall(quote)
+    if not words:
+        return False
+    if words[0].lower() in _ANAPHORA:
+        return True
+    if words[0].lower() not in _DEFINITE:
+        return False
+    description = list(itertools.takewhile(lambda w: w.lower() not in STOPWORDS, words[1:_DESCRIPTION_WORDS + 2]))
+    return 0 < len(description) <= _DESCRIPTION_WORDS and all(w.islower() and w.isalpha() for w in description)
 
 
 def _subject(sentence: ContextSentence) -> str:
@@ -175,7 +194,7 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     if best is None:
         return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0,
                              0.0, None, None)
-    asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
+    asked = asked_weights([s for t in terms if not t.negation for s in t.stems if s not in avoid], pool)
     own = _answer_stems(claim)
     near = locality(asked, own, best)
     rivals = _rivals(claim, pool, asked=frozenset(asked))
@@ -272,28 +291,41 @@ def _answer_stems(claim: Claim) -> tuple[str, ...]:
     return atom_stems or claim.added_stems
 
 
-def locality(asked: Sequence[str], own: Sequence[str], sentence: ContextSentence) -> float:
-    """Mean over the question's stems of 1 / (1 + distance / reach) to the nearest of `own` in
-    the sentence, read within the clause holding `own` (the best, where several do): 1 when every
-    question word sits next to the answer, 0 when none is there. A question word only the
-    sentence's antecedent names stands where its pronoun does, first."""
+def asked_weights(asked: Sequence[str], pool: Sequence[ContextSentence]) -> dict[str, float]:
+    """The question's stems, each weighed by how few of the contexts' sentences name it, with
+    what their pronouns stand for (ln((N + 1) / df); a stem none names weighs as one that one
+    names). A word every sentence names (the company a whole passage is about) says nothing
+    about which of its phrases answers: read at full weight it made 'KX', beside "Its" that
+    stands for "Kestrel Robotics", nearer "the plant of Kestrel Robotics" than 'Kobe' beside
+    "plant". With one sentence every weight is equal: the mean as before."""
+    named = [frozenset(s.stems) | frozenset(s.antecedent_stems) for s in pool]
+    n = len(named)
+    return {stem: math.log((n + 1) / max(sum(stem in stems for stems in named), 1)) for stem in dict.fromkeys(asked)}
+
+
+def locality(asked: Mapping[str, float], own: Sequence[str], sentence: ContextSentence) -> float:
+    """Weighted mean over the question's stems (`asked`, stem -> weight) of 1 / (1 + distance /
+    reach) to the nearest of `own` in the sentence, read within the clause holding `own` (the
+    best, where several do): 1 when every question word sits next to the answer, 0 when none is
+    there. A question word only the sentence's antecedent names stands where its pronoun does, first."""
     if not sentence.clauses:
         return _nearness(asked, own, sentence.stems, sentence.antecedent_stems)
     return max((_nearness(asked, own, clause, sentence.antecedent_stems if i == 0 else ())
                 for i, clause in enumerate(sentence.clauses) if set(own) & set(clause)), default=0.0)
 
 
-def _nearness(asked: Sequence[str], own: Sequence[str], sentence: Sequence[str], antecedent: Sequence[str]) -> float:
+def _nearness(asked: Mapping[str, float], own: Sequence[str], sentence: Sequence[str], antecedent: Sequence[str]) -> float:
     spots = [i for i, s in enumerate(sentence) if s in own]
-    if not asked or not spots:
+    weight = sum(asked.values())
+    if not weight or not spots:
         return 0.0
     total = 0.0
-    for stem in dict.fromkeys(asked):
+    for stem, w in asked.items():
         places = [i for i, s in enumerate(sentence) if s == stem] or ([-1] if stem in antecedent else [])
         if places:
             distance = min(abs(i - j) for i in places for j in spots)
-            total += 1.0 / (1.0 + distance / LOCALITY_REACH)
-    return total / len(dict.fromkeys(asked))
+            total += w / (1.0 + distance / LOCALITY_REACH)
+    return total / weight
 
 
 def _rivals(claim: Claim, pool: Sequence[ContextSentence], *, asked: frozenset[str]) -> dict[tuple[str, ...], str]:

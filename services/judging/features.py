@@ -19,7 +19,14 @@ from services.judging._quotes import changed_quote
 from services.judging._sentences import answer_sentences
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise
-from services.judging.evidence import ClaimEvidence, ContextSentence, context_sentences, locality, read_claim
+from services.judging.evidence import (
+    ClaimEvidence,
+    ContextSentence,
+    asked_weights,
+    context_sentences,
+    locality,
+    read_claim,
+)
 from services.judging.nli import Entail
 from services.retrieval.text import tokenize
 
@@ -224,7 +231,7 @@ def _option_margin(expected: Expected, answer: str, terms: Sequence[Term], pool:
     chosen = chosen_option(expected, answer)
     if chosen is None:
         return 0.0
-    asked = [s for t in terms if not t.negation for s in t.stems if s not in avoid]
+    asked = asked_weights([s for t in terms if not t.negation for s in t.stems if s not in avoid], pool)
     reach = []
     for option in expected.options:
         own = tuple(tokenize(option))
