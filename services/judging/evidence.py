@@ -172,9 +172,8 @@ def _segmented(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequence[ContextSentence],
-               contexts: Sequence[str], *, avoid: frozenset[str] = frozenset()) -> ClaimEvidence:
-    """`claim` against the contexts; `avoid`: stems of the question's options, which say
-    nothing about which option a sentence pairs with the question."""
+               contexts: Sequence[str], *, asked: Mapping[str, float]) -> ClaimEvidence:
+    """`claim` against the contexts; `asked`: the question's words as asked_weights weighs them."""
     context_stems = _stems_of(tuple(contexts))
     unsupported_atoms = tuple(a for a in claim.added_atoms if not any(holds(a, c) for c in contexts))
     held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
@@ -194,7 +193,6 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     if best is None:
         return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, None, 0.0, 0.0, 0.0, 0.0,
                              0.0, None, None)
-    asked = asked_weights([s for t in terms if not t.negation for s in t.stems if s not in avoid], pool)
     own = _answer_stems(claim)
     near = locality(asked, own, best)
     rivals = _rivals(claim, pool, asked=frozenset(asked))
@@ -291,16 +289,19 @@ def _answer_stems(claim: Claim) -> tuple[str, ...]:
     return atom_stems or claim.added_stems
 
 
-def asked_weights(asked: Sequence[str], pool: Sequence[ContextSentence]) -> dict[str, float]:
-    """The question's stems, each weighed by how few of the contexts' sentences name it, with
+def asked_weights(terms: Sequence[Term], pool: Sequence[ContextSentence], *,
+                  avoid: frozenset[str] = frozenset()) -> dict[str, float]:
+    """The question's stems (`terms` not negated, less `avoid`: the stems of its options, which say
+    nothing about which option a sentence pairs with the question), each weighed by how few of the contexts' sentences name it, with
     what their pronouns stand for (ln((N + 1) / df); a stem none names weighs as one that one
     names). A word every sentence names (the company a whole passage is about) says nothing
     about which of its phrases answers: read at full weight it made 'KX', beside "Its" that
     stands for "Kestrel Robotics", nearer "the plant of Kestrel Robotics" than 'Kobe' beside
     "plant". With one sentence every weight is equal: the mean as before."""
+    asked = dict.fromkeys(s for t in terms if not t.negation for s in t.stems if s not in avoid)
     named = [frozenset(s.stems) | frozenset(s.antecedent_stems) for s in pool]
     n = len(named)
-    return {stem: math.log((n + 1) / max(sum(stem in stems for stems in named), 1)) for stem in dict.fromkeys(asked)}
+    return {stem: math.log((n + 1) / max(sum(stem in stems for stems in named), 1)) for stem in asked}
 
 
 def locality(asked: Mapping[str, float], own: Sequence[str], sentence: ContextSentence) -> float:

@@ -7,7 +7,7 @@ one model can weigh them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -139,7 +139,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         return Words(features, expected, True)
     terms = query_terms(question)
     pool = context_sentences(contexts)
-    avoid = frozenset(s for option in expected.options for s in tokenize(option))
+    asked = asked_weights(terms, pool, avoid=frozenset(s for option in expected.options for s in tokenize(option)))
     # The option an answer picks is what it adds: read it against the question without its options.
     claims = answer_claims(_without(question, expected.options), answer)
     restates = not any(c.added_stems or c.added_atoms for c in claims)
@@ -151,7 +151,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         # nothing has no signal at all and scores as the least likely right of all answers,
         # whatever its contexts say.
         claims = answer_claims("", answer)
-    read = tuple(read_claim(question, terms, c, pool, contexts, avoid=avoid) for c in claims)
+    read = tuple(read_claim(question, terms, c, pool, contexts, asked=asked) for c in claims)
     adding = tuple(r for r in read if r.claim.added_stems or r.claim.added_atoms)
     concise = is_concise(answer)
     features["concise"] = float(concise)
@@ -175,7 +175,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     added_text = " ".join(w for r in adding for w in r.claim.added_words)
     features["type_fit"] = type_fit(expected, tuple(all_atoms), added_text)
     if expected.kind == CHOICE:
-        features["option_margin"] = _option_margin(expected, answer, terms, pool, avoid)
+        features["option_margin"] = _option_margin(expected, answer, asked, pool)
     features["reversal"] = float(any(r.reversal for r in read))
     # Against the question without its options: the option a swap picks is not the question's word.
     unoptioned = _without(question, expected.options)
@@ -224,14 +224,13 @@ def _without(question: str, options: Sequence[str]) -> str:
     return question
 
 
-def _option_margin(expected: Expected, answer: str, terms: Sequence[Term], pool: Sequence[ContextSentence],
-                   avoid: frozenset[str]) -> float:
+def _option_margin(expected: Expected, answer: str, asked: Mapping[str, float],
+                   pool: Sequence[ContextSentence]) -> float:
     """How much nearer the question's words the contexts put the chosen option than the other
     (-1..1; 0 when the answer names neither or both)."""
     chosen = chosen_option(expected, answer)
     if chosen is None:
         return 0.0
-    asked = asked_weights([s for t in terms if not t.negation for s in t.stems if s not in avoid], pool)
     reach = []
     for option in expected.options:
         own = tuple(tokenize(option))

@@ -360,10 +360,12 @@ def test_a_definite_description_refers_back_a_name_does_not() -> None:
 
 
 def test_question_words_weigh_by_how_few_context_sentences_name_them() -> None:
+    from services.judging._lexical import query_terms
     from services.judging.evidence import asked_weights, context_sentences
 
     pool = context_sentences(["Kestrel Robotics has a plant in Kobe. Kestrel Robotics has an office in Osaka."])
-    weights = asked_weights(["plant", "kestrel", "moon"], pool)
+    terms = query_terms("Is the plant of Kestrel on the moon?")
+    weights = asked_weights(terms, pool)
     assert weights["plant"] > weights["kestrel"] > 0 and weights["moon"] == weights["plant"]
-    alone = asked_weights(["plant", "kestrel", "moon"], pool[:1])
+    alone = asked_weights(terms, pool[:1])
     assert len(set(alone.values())) == 1  # one sentence: the plain mean, as before
