@@ -39,7 +39,7 @@ FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
     "question_coverage", "entity_coverage", "coverage_margin", "locality", "locality_margin", "type_fit",
     "option_margin", "option_relevance", "reversal", "contradiction", "similarity", "relevance", "evidence_margin",
-    "evidence_relevance", "evidence_nearness", "concise", "quote_changed",
+    "evidence_relevance", "sentence_relevance", "evidence_nearness", "concise", "quote_changed",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -91,6 +91,11 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         features["relevance"] = _relevance(question, answering.claim.text, embed)
         features["evidence_margin"], features["evidence_relevance"] = _evidence_margin_and_relevance(
             question, answering, pool, words.terms, embed, sentences)
+        # A sentence asserts its evidence whole: one about something else answers nothing, however
+        # well its words are grounded (a passage's sentence nearest the question's words, when
+        # the passage that answers was not retrieved). A concise answer picks a phrase of its
+        # sentence, which need not be about the question as a whole: locality reads that.
+        features["sentence_relevance"] = 0.0 if words.features["concise"] else features["evidence_relevance"]
         features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)

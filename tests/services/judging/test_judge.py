@@ -277,7 +277,8 @@ def test_a_reading_kept_for_the_same_words_carries_nothing_of_the_embedder_it_me
     words_only = read_answer(QUESTION, answer, CONTEXTS, embed=None)
     assert with_vectors.features["similarity"] > 0 and with_vectors.features["model_log_odds"] > 0
     assert words_only.features["similarity"] == 0.0 and words_only.features["model_log_odds"] == 0.0
-    semantic = ("similarity", "relevance", "evidence_margin", "evidence_relevance", "evidence_nearness", "model_log_odds")
+    semantic = ("similarity", "relevance", "evidence_margin", "evidence_relevance", "sentence_relevance", "evidence_nearness",
+                "model_log_odds")
     assert {k: v for k, v in with_vectors.features.items() if k not in semantic} \
         == {k: v for k, v in words_only.features.items() if k not in semantic}
 
@@ -326,6 +327,23 @@ def test_evidence_relevance_reads_the_context_sentence_so_echoing_the_question_e
     # restated around the wrong name gains nothing for its echo.
     assert relevance("The maker of the robot arm is headquartered in Osaka.") == pytest.approx(right)
     assert relevance("The maker of the robot arm has its head office in Nagoya.") == pytest.approx(wrong)
+
+
+def test_a_sentence_answer_is_as_relevant_as_its_evidence_a_concise_one_picks_a_phrase(embed) -> None:  # type: ignore[no-untyped-def]
+    def read(answer: str, contexts: list[str]) -> dict[str, float]:
+        return read_answer(QUESTION, answer, contexts, embed=embed).features
+
+    sentence = read("The maker of the robot arm is headquartered in Osaka.", CONTEXTS)
+    concise = read("Osaka", CONTEXTS)
+    assert sentence["sentence_relevance"] == sentence["evidence_relevance"] > 0.5
+    assert concise["sentence_relevance"] == 0.0 < concise["evidence_relevance"]
+    # The passage that answers was not retrieved: the sentence of another one that names most of
+    # the question is grounded word for word, and about something else.
+    missed = ["Line 3 runs two shifts. The robot arm is serviced every 6 months by its maker."]
+    elsewhere = read("The robot arm is serviced every 6 months by its maker.", missed)
+    assert elsewhere["word_support"] == 1.0
+    assert elsewhere["sentence_relevance"] < sentence["sentence_relevance"] - 0.1
+    assert shipped_model().coefficients["sentence_relevance"] > 0
 
 
 def test_a_pronoun_stands_for_the_subject_before_it_not_every_name_of_that_sentence(embed) -> None:  # type: ignore[no-untyped-def]
