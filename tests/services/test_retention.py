@@ -26,12 +26,15 @@ INSERT INTO runs (query, preset, backend, model, status, final_confidence, final
 VALUES (:q, 'balanced', 'offline', 'm', :status, 0.5, 'LOW', 0.5, ARRAY[0.5], 'default v1', '{}', :at, :reviewed_at,
         :reviewer, :trace, :app) RETURNING id
 """
+# Each row carries its run's created_at (`at`): the tables are partitioned by the run's month (0021).
 _CHILDREN = (
-    "INSERT INTO run_iterations (run_id, ordinal, query_used, retrieval, components, raw_metrics, retrieval_confidence, "
-    "confidence, level, decision) VALUES (:r, 0, 'q', '{}', ARRAY[0.5], '{}', 0.5, 0.5, 'LOW', 'COMPLETE')",
-    "INSERT INTO run_events (run_id, seq, ts, elapsed_ms, event_type, message) VALUES (:r, 1, :at, 0, 'e', '')",
-    "INSERT INTO llm_calls (run_id, backend, model, operation, prompt_version, temperature, outcome) "
-    "VALUES (:r, 'offline', 'm', 'generate', 'v1', 0, 'ok')",
+    "INSERT INTO run_iterations (run_id, run_created_at, ordinal, query_used, retrieval, components, raw_metrics, "
+    "retrieval_confidence, confidence, level, decision) "
+    "VALUES (:r, :at, 0, 'q', '{}', ARRAY[0.5], '{}', 0.5, 0.5, 'LOW', 'COMPLETE')",
+    "INSERT INTO run_events (run_id, run_created_at, seq, ts, elapsed_ms, event_type, message) "
+    "VALUES (:r, :at, 1, :at, 0, 'e', '')",
+    "INSERT INTO llm_calls (run_id, run_created_at, backend, model, operation, prompt_version, temperature, outcome) "
+    "VALUES (:r, :at, 'offline', 'm', 'generate', 'v1', 0, 'ok')",
     "INSERT INTO run_intake (app, trace_id, payload, source, status, run_id) "
     "VALUES ('support', 'trace-' || :r, '{}', 'api', 'assessed', :r)",
 )
@@ -49,9 +52,10 @@ def _store(at: datetime, *, verdict: str | None = None, history_only: bool = Fal
             session.execute(text(statement), {"r": run_id, "at": at})
         if verdict or history_only:
             session.execute(text(
-                "INSERT INTO review_history (run_id, version, action, reviewer, previous_status, new_status) "
-                "VALUES (:r, 1, :action, 'ana', 'auto_accepted', :status)"),
-                {"r": run_id, "action": "approve" if verdict else "send_to_review", "status": verdict or "pending"})
+                "INSERT INTO review_history (run_id, run_created_at, version, action, reviewer, previous_status, "
+                "new_status) VALUES (:r, :at, 1, :action, 'ana', 'auto_accepted', :status)"),
+                {"r": run_id, "at": at, "action": "approve" if verdict else "send_to_review",
+                 "status": verdict or "pending"})
     return run_id
 
 
