@@ -1,4 +1,5 @@
-"""Retention on the real store (runs partitioned by month, migration 0016): pruning drops or
+"""Retention on the real store (runs partitioned by month, migration 0016, their children too, 0021;
+tests/services/test_retention_children.py): pruning drops or
 rewrites whole months, keeps reviewed runs with everything recorded about them, leaves nothing
 orphaned, says beforehand what would go, refuses bad ages; a run of a month without its table
 still lands; a DELETE of runs still removes what the foreign keys used to."""
@@ -183,12 +184,15 @@ def test_a_run_for_a_month_without_its_table_lands_and_moves_in_when_the_table_c
         assert session.execute(text("SELECT tableoid::regclass::text FROM runs WHERE id = :r"),
                                {"r": run_id}).scalar() == "runs_2031_03"
         assert session.execute(text("SELECT count(*) FROM runs_default")).scalar() == 0
-    # Moving the run left its children alone (it has no review history).
+        # Its children (it has no review history) moved into their month's tables with it (0021).
+        for child in ("run_iterations", "run_events", "llm_calls"):
+            assert session.execute(text(f"SELECT tableoid::regclass::text FROM {child} WHERE run_id = :r"),
+                                   {"r": run_id}).scalar() == f"{child}_2031_03"
     assert _children_of([run_id]) == {**dict.fromkeys(RUN_CHILDREN, 1), "review_history": 0}
     with transaction() as session:  # a second call makes nothing twice
         assert ensure_month_partitions(now=datetime(2031, 3, 1, tzinfo=UTC), session=session)[0] == "runs_2031_03"
-        for month in made:
-            session.execute(text(f"DROP TABLE {month}"))
+        for month in (2, 3, 4):  # the months' tables, the children's too
+            session.execute(text("SELECT runs_month_drop(:m)"), {"m": datetime(2031, month, 1, tzinfo=UTC)})
 
 
 def test_deleting_runs_removes_their_children_as_the_foreign_keys_did(clean_db: None) -> None:
