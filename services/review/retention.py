@@ -175,7 +175,7 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
         removed["run_intake"] = session.execute(text(_GONE_INTAKE)).rowcount  # type: ignore[attr-defined]
         for table in _KEPT_BY_TRIGGERS:
             session.execute(text(_KEPT_BY_TRIGGERS[table]))
-        # The table goes last: dropping or detaching it locks runs until the commit.
+        # The tables go last: dropping or detaching them locks runs and the children's tables until the commit.
         if gone == total:
             session.execute(text("SELECT runs_month_drop(:low)"), {"low": low})
         else:

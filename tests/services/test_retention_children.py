@@ -89,18 +89,18 @@ def test_a_run_whose_created_at_changes_takes_its_rows_to_the_new_months_tables(
     assert _where(stays) == where_stays
 
     # To a month without tables: the run and its rows wait in the default partitions, and move in together.
-    far = datetime(2031, 5, 2, tzinfo=UTC)
+    far = datetime(2041, 5, 2, tzinfo=UTC)  # a month no other test makes
     with transaction() as session:
         session.execute(text("UPDATE runs SET created_at = :at WHERE id = :r"), {"at": far, "r": aged})
     assert _where(aged) == {child: {(f"{child}_default", far)} for child in RUN_MONTH_CHILDREN}
     with transaction() as session:
         session.execute(text("SELECT runs_month_partition_add(:m)"), {"m": far})
         assert session.execute(text("SELECT tableoid::regclass::text FROM runs WHERE id = :r"), {"r": aged}).scalar() \
-            == "runs_2031_05"
-    assert _where(aged) == {child: {(f"{child}_2031_05", far)} for child in RUN_MONTH_CHILDREN}
+            == "runs_2041_05"
+    assert _where(aged) == {child: {(f"{child}_2041_05", far)} for child in RUN_MONTH_CHILDREN}
     assert _out_of_step() == dict.fromkeys(RUN_MONTH_CHILDREN, 0)
     with transaction() as session:
-        session.execute(text("SELECT runs_month_drop(:m)"), {"m": far})  # the session's store keeps no 2031 tables
+        session.execute(text("SELECT runs_month_drop(:m)"), {"m": far})  # the session's store keeps no 2041 tables
         assert session.execute(text("SELECT count(*) FROM runs WHERE id = :r"), {"r": aged}).scalar() == 0
         session.execute(text("DELETE FROM run_intake WHERE run_id = :r"), {"r": aged})
     assert _orphans() == dict.fromkeys(RUN_CHILDREN, 0)
