@@ -14,11 +14,11 @@ rollup's rows in different orders and deadlocked). It replaced one multi-row INS
 whose thousands of placeholders psycopg split and PostgreSQL parsed for every batch: about a
 millisecond a short record of the client's CPU (bench/intake.py).
 
-The rows are save_run's own (run_row_values, child_row_values, with the id, app and created_at added, and
-the Python-side defaults save_run's ORM fills in; tests/services/intake/test_store_runs.py stores
-the same assessments both ways and compares every column). The order save_run keeps is kept: a
-batch's runs are copied before their iterations, which the rollup's iterations trigger joins to
-their run.
+The rows are save_run's own (run_row_values, child_row_values, with the id, app and created_at
+added, and the Python-side defaults save_run's ORM fills in;
+tests/services/intake/test_store_runs.py stores the same assessments both ways and compares every
+column). The order save_run keeps is kept: a batch's runs are copied before their iterations, which
+the rollup's iterations trigger joins to their run.
 """
 
 from __future__ import annotations

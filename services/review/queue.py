@@ -177,9 +177,8 @@ def send_to_review(run_id: int, *, reviewer: str) -> bool:
                 raise NotFoundError(f"run {run_id} does not exist")
             return False
         session.add(ReviewHistory(run_id=run_id, run_created_at=sent.created_at, version=sent.review_version,
-                                  action="send_to_review",
-                                  reviewer=reviewer.strip() or "unknown", previous_status=RunStatus.AUTO_ACCEPTED,
-                                  new_status=RunStatus.PENDING, comment=""))
+                                  action="send_to_review", reviewer=reviewer.strip() or "unknown",
+                                  previous_status=RunStatus.AUTO_ACCEPTED, new_status=RunStatus.PENDING, comment=""))
         return True
 
 
