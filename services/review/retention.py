@@ -111,9 +111,16 @@ _BYTES_SQL = "SELECT runs_month_bytes(:low)"  # the month's tables of runs and o
 # The month's tables of the others go with the runs' (runs_month_drop, runs_month_keep_only); what is
 # in them is counted first, for the report.
 _GONE_INTAKE = "DELETE FROM run_intake WHERE run_id IN (SELECT id FROM retention_gone)"
-_GONE_IN_MONTH = "SELECT count(*) FROM {child} WHERE run_id IN (SELECT id FROM retention_gone) AND " + _MONTH.replace(
-    "r.created_at", "run_created_at")
-assert {*RUN_MONTH_CHILDREN, "run_intake"} == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
+_IN_MONTH = (" WHERE run_id IN (SELECT id FROM retention_gone) AND run_created_at >= :low "
+             "AND run_created_at < CAST(:low AS timestamptz) + interval '1 month'")
+_GONE_IN_MONTH = {
+    "review_history": "SELECT count(*) FROM review_history" + _IN_MONTH,
+    "run_iterations": "SELECT count(*) FROM run_iterations" + _IN_MONTH,
+    "run_events": "SELECT count(*) FROM run_events" + _IN_MONTH,
+    "llm_calls": "SELECT count(*) FROM llm_calls" + _IN_MONTH,
+}
+assert {*_GONE_IN_MONTH, "run_intake"} == {*RUN_MONTH_CHILDREN, "run_intake"} == set(RUN_CHILDREN), \
+    "a table holding rows of runs is not pruned with them"
 # Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
 # that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018),
 # and the Document trends rollup is recounted (_refresh_rollup) in the same transaction. No iteration
@@ -171,7 +178,7 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
     if gone:
         session.execute(text("ANALYZE retention_gone"))
         for child in RUN_MONTH_CHILDREN:
-            removed[child] = int(session.execute(text(_GONE_IN_MONTH.format(child=child)), {"low": low}).scalar_one())
+            removed[child] = int(session.execute(text(_GONE_IN_MONTH[child]), {"low": low}).scalar_one())
         removed["run_intake"] = session.execute(text(_GONE_INTAKE)).rowcount  # type: ignore[attr-defined]
         for table in _KEPT_BY_TRIGGERS:
             session.execute(text(_KEPT_BY_TRIGGERS[table]))
