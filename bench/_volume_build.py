@@ -194,11 +194,11 @@ def history_row(v: dict[str, Any], history_id: int, previous: str) -> str:
     return "\t".join([str(history_id), str(v["run_id"]), "1", action, v["reviewer"], previous, verdict,
                       "wrong answer" if verdict == "flagged" else "\\N",
                       "A reviewer's corrected answer." if verdict == "corrected" else "\\N",
-                      "checked against the source", v["reviewed_at"].isoformat()])
+                      "checked against the source", v["reviewed_at"].isoformat(), v["created_at"].isoformat()])
 
 
 HISTORY_COLUMNS = ("id", "run_id", "version", "action", "reviewer", "previous_status", "new_status", "flag_reason",
-                   "corrected_answer", "comment", "created_at")
+                   "corrected_answer", "comment", "created_at", "run_created_at")
 
 
 def batched(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -271,7 +271,8 @@ def _load(conn: Any, cursor: Any, n: int, template_ids: list[int], batch: int,
             out["runs"].append(runs_row(template, raw_runs[k], tables["runs"], v))
             for table in CHILD_TABLES:
                 for raw in children[table].get(tid, []):
-                    over = {"id": str(next_id[table]), "run_id": run_id}
+                    # The run's created_at: the children are partitioned by its month (0021).
+                    over = {"id": str(next_id[table]), "run_id": run_id, "run_created_at": v["created_at"].isoformat()}
                     if table == "run_events":
                         over["ts"] = v["created_at"].isoformat()
                     if table == "llm_calls":

@@ -272,18 +272,28 @@ class DocumentRunIndex(Base):
 
 # Tables holding rows of a run by run_id, with no foreign key to the partitioned runs (0016), and
 # what becomes of a row when its run goes: a DELETE FROM runs does it by trigger (runs_children_gone),
-# and retention, which drops whole months, deletes them all itself, intake records included
-# (services/review/retention.py).
+# and retention, which drops whole months, drops their month tables with the runs' (0021), intake
+# records by run (services/review/retention.py).
 RUN_CHILDREN = {"review_history": "delete", "run_iterations": "delete", "run_events": "delete",
                 "llm_calls": "delete", "run_intake": "set null"}
+# Those partitioned by their run's month (0021), on run_created_at, which every writer gives: the
+# run's created_at. Their keys hold it (PostgreSQL requires it); ids come from each one's sequence.
+RUN_MONTH_CHILDREN = ("review_history", "run_iterations", "run_events", "llm_calls")
+_BY_RUN_MONTH = {"postgresql_partition_by": "RANGE (run_created_at)"}
+
+
+def _run_created_at() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), primary_key=True)
 
 
 class ReviewHistory(Base):
     """Every landed review action, append-only."""
 
     __tablename__ = "review_history"
-    __table_args__ = (UniqueConstraint("run_id", "version"),)
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    __table_args__ = (UniqueConstraint("run_id", "version", "run_created_at"), _BY_RUN_MONTH)
+    __mapper_args__ = {"primary_key": ["id"]}
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_created_at: Mapped[datetime] = _run_created_at()
     run_id: Mapped[int] = mapped_column(BigInteger)  # no key to runs (partitioned): RUN_CHILDREN
     version: Mapped[int] = mapped_column(Integer)
     action: Mapped[str] = mapped_column(Text)
@@ -298,8 +308,10 @@ class ReviewHistory(Base):
 
 class RunIteration(Base):
     __tablename__ = "run_iterations"
-    __table_args__ = (UniqueConstraint("run_id", "ordinal"),)
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    __table_args__ = (UniqueConstraint("run_id", "ordinal", "run_created_at"), _BY_RUN_MONTH)
+    __mapper_args__ = {"primary_key": ["id"]}
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_created_at: Mapped[datetime] = _run_created_at()
     run_id: Mapped[int] = mapped_column(BigInteger)  # no key to runs (partitioned): RUN_CHILDREN
     ordinal: Mapped[int] = mapped_column(Integer)
     query_used: Mapped[str] = mapped_column(Text)
@@ -326,7 +338,10 @@ class RunIteration(Base):
 
 class RunEvent(Base):
     __tablename__ = "run_events"
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    __table_args__ = (_BY_RUN_MONTH,)
+    __mapper_args__ = {"primary_key": ["id"]}
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_created_at: Mapped[datetime] = _run_created_at()
     run_id: Mapped[int] = mapped_column(BigInteger, index=True)  # no key to runs: RUN_CHILDREN
     seq: Mapped[int] = mapped_column(Integer)
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -340,7 +355,10 @@ class LLMCallRow(Base):
     """Every backend call: model, prompt version, tokens, latency, outcome."""
 
     __tablename__ = "llm_calls"
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    __table_args__ = (_BY_RUN_MONTH,)
+    __mapper_args__ = {"primary_key": ["id"]}
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_created_at: Mapped[datetime] = _run_created_at()
     run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)  # no key to runs: RUN_CHILDREN
     iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
     backend: Mapped[str] = mapped_column(Text)

@@ -182,15 +182,17 @@ class ChildRows:
     events: list[dict[str, Any]]
 
 
-def child_row_values(run_id: int, run: Run) -> ChildRows:
+def child_row_values(run_id: int, created_at: datetime, run: Run) -> ChildRows:
+    """`created_at` is the stored run's: its children are partitioned by its month (migration 0021)."""
     iterations: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
+    of_run = {"run_id": run_id, "run_created_at": created_at}
     for it in run.iterations:
         data = it.to_dict()
         data.pop("llm_calls")
-        iterations.append({"run_id": run_id, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}})
-        calls.extend({"run_id": run_id, "iteration": it.ordinal, **call.to_dict()} for call in it.llm_calls)
-    events = [{"run_id": run_id, "seq": ev.seq, "ts": ev.ts, "elapsed_ms": ev.elapsed_ms, "event_type": ev.event_type,
+        iterations.append({**of_run, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}})
+        calls.extend({**of_run, "iteration": it.ordinal, **call.to_dict()} for call in it.llm_calls)
+    events = [{**of_run, "seq": ev.seq, "ts": ev.ts, "elapsed_ms": ev.elapsed_ms, "event_type": ev.event_type,
                "message": ev.message, "data": ev.data} for ev in run.events]
     return ChildRows(iterations, calls, events)
 
@@ -200,7 +202,7 @@ def save_run(run: Run, *, session: Session) -> int:
     row = RunRow(**run_row_values(run))
     session.add(row)
     session.flush()
-    children = child_row_values(row.id, run)
+    children = child_row_values(row.id, row.created_at, run)
     session.add_all([RunIteration(**values) for values in children.iterations])
     session.add_all([LLMCallRow(**values) for values in children.calls])
     session.add_all([RunEvent(**values) for values in children.events])

@@ -14,11 +14,11 @@ rollup's rows in different orders and deadlocked). It replaced one multi-row INS
 whose thousands of placeholders psycopg split and PostgreSQL parsed for every batch: about a
 millisecond a short record of the client's CPU (bench/intake.py).
 
-The rows are save_run's own (run_row_values, child_row_values, with the id and app added, and
-the Python-side defaults save_run's ORM fills in; tests/services/intake/test_store_runs.py stores
-the same assessments both ways and compares every column). The order save_run keeps is kept: a
-batch's runs are copied before their iterations, which the rollup's iterations trigger joins to
-their run.
+The rows are save_run's own (run_row_values, child_row_values, with the id, app and created_at
+added, and the Python-side defaults save_run's ORM fills in;
+tests/services/intake/test_store_runs.py stores the same assessments both ways and compares every
+column). The order save_run keeps is kept: a batch's runs are copied before their iterations, which
+the rollup's iterations trigger joins to their run.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ _ITERATIONS = cast(Table, RunIteration.__table__)
 _EVENTS = cast(Table, RunEvent.__table__)
 _CALLS = cast(Table, LLMCallRow.__table__)
 
-_RUN_IDS = text("SELECT nextval('runs_id_seq') FROM generate_series(1, :n)")
+# The runs' ids, and their created_at (the transaction's time, as the column's default gives save_run's
+# runs), which their children carry: they are partitioned by its month (migration 0021).
+_RUN_IDS = text("SELECT nextval('runs_id_seq'), now() FROM generate_series(1, :n)")
 # Every intake row of the batch in one statement; the runs took their app when copied.
 _MARK_ASSESSED = text("""
 UPDATE run_intake i SET status = 'assessed', run_id = m.run_id, error = NULL, assessed_at = now()
@@ -59,11 +61,12 @@ def store_runs(runs: Sequence[tuple[int, Run, str | None]], *, session: Session)
     transaction (and a savepoint, to fall back on storing one by one if a row is refused)."""
     if not runs:
         return []
-    run_ids = [int(i) for i in session.scalars(_RUN_IDS, {"n": len(runs)})]
+    drawn = session.execute(_RUN_IDS, {"n": len(runs)}).all()
+    run_ids = [int(run_id) for run_id, _ in drawn]
     rows: dict[Table, list[dict[str, Any]]] = {_RUNS: [], _ITERATIONS: [], _CALLS: [], _EVENTS: []}
-    for run_id, (_, run, app) in zip(run_ids, runs, strict=True):
-        rows[_RUNS].append({"id": run_id, **run_row_values(run), "app": app})
-        children = child_row_values(run_id, run)
+    for (run_id, created_at), (_, run, app) in zip(drawn, runs, strict=True):
+        rows[_RUNS].append({"id": run_id, **run_row_values(run), "app": app, "created_at": created_at})
+        children = child_row_values(run_id, created_at, run)
         rows[_ITERATIONS] += children.iterations
         rows[_CALLS] += children.calls
         rows[_EVENTS] += children.events

@@ -82,7 +82,7 @@ UPDATE runs r SET status = :new_status, review_version = r.review_version + 1, r
        reviewed_at = :now, flag_reason = :flag_reason, review_comment = :comment,
        corrected_answer = CASE WHEN :action = 'correct' THEN :corrected_answer ELSE r.corrected_answer END
 FROM seen WHERE r.id = seen.id
-RETURNING r.review_version, seen.status AS previous_status
+RETURNING r.review_version, seen.status AS previous_status, r.created_at
 """
 
 
@@ -119,7 +119,7 @@ def submit_review(
         review = Review(run_id, landed.review_version, action, reviewer, landed.previous_status, ACTIONS[action],
                         flag_reason if action == "flag" else None,
                         corrected_answer if action == "correct" else None, comment, now)
-        session.add(ReviewHistory(**{k: v for k, v in asdict(review).items()}))
+        session.add(ReviewHistory(**asdict(review), run_created_at=landed.created_at))
         return review
 
 
@@ -161,7 +161,7 @@ def review_history(run_id: int) -> list[Review]:
 _SEND_TO_REVIEW = """
 UPDATE runs SET status = 'pending', review_version = review_version + 1
 WHERE id = :run_id AND status = 'auto_accepted'
-RETURNING review_version
+RETURNING review_version, created_at
 """
 
 
@@ -171,14 +171,14 @@ def send_to_review(run_id: int, *, reviewer: str) -> bool:
     Recorded in the history like any review action; False when the run was not auto-accepted.
     """
     with transaction() as session:
-        version = session.execute(text(_SEND_TO_REVIEW), {"run_id": run_id}).scalar()
-        if version is None:
+        sent = session.execute(text(_SEND_TO_REVIEW), {"run_id": run_id}).first()
+        if sent is None:
             if session.get(RunRow, run_id) is None:
                 raise NotFoundError(f"run {run_id} does not exist")
             return False
-        session.add(ReviewHistory(run_id=run_id, version=version, action="send_to_review",
-                                  reviewer=reviewer.strip() or "unknown", previous_status=RunStatus.AUTO_ACCEPTED,
-                                  new_status=RunStatus.PENDING, comment=""))
+        session.add(ReviewHistory(run_id=run_id, run_created_at=sent.created_at, version=sent.review_version,
+                                  action="send_to_review", reviewer=reviewer.strip() or "unknown",
+                                  previous_status=RunStatus.AUTO_ACCEPTED, new_status=RunStatus.PENDING, comment=""))
         return True
 
 

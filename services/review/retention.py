@@ -1,13 +1,14 @@
 """Retention of runs: whole months older than an age leave the store by dropping their partition,
 reviewed runs and everything recorded about them stay unless the caller says otherwise.
 
-runs is range-partitioned by UTC month (migration 0016). Pruning a month:
+runs is range-partitioned by UTC month (migration 0016), and so are the rows recorded about each
+run, by their run's month (RUN_MONTH_CHILDREN: iterations, events, LLM calls, review history; 0021).
+Pruning a month:
 
-- with nothing to keep, deletes the children of its runs (RUN_CHILDREN: iterations, events, LLM
-  calls, review history, intake records) and drops the month's table: the runs themselves are
-  never deleted row by row;
-- with reviewed runs to keep, copies those into a new table for the month (a tenth of it, say),
-  deletes the other runs' children, and swaps the new table in for the old one, which is dropped.
+- with nothing to keep, drops the month's table of runs and its children's month tables, and
+  deletes the runs' intake records (run_intake is one table): nothing else is deleted row by row;
+- with reviewed runs to keep, copies those and their children into new tables for the month (a
+  tenth of it, say), and swaps each new table in for the old one, which is dropped.
 
 A reviewed run is one with a verdict (reviewed_at set, or a reviewer's status) or any review
 history (sent to review by hand, verdicts taken back). Only months that ended before the cutoff
@@ -26,7 +27,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from db.models import RUN_CHILDREN
+from db.models import RUN_CHILDREN, RUN_MONTH_CHILDREN
 from services.errors import InputError
 from services.settings import Settings
 from services.store import transaction
@@ -92,7 +93,7 @@ _REVIEWED = """(r.reviewed_at IS NOT NULL OR r.status IN ('approved', 'flagged',
 _PLAN_SQL = """
 SELECT date_trunc('month', r.created_at, 'UTC') AS month, count(*) AS runs,
        count(*) FILTER (WHERE """ + _REVIEWED + """) AS reviewed,
-       coalesce(pg_total_relation_size(to_regclass(runs_month_table(date_trunc('month', r.created_at, 'UTC')))), 0) AS bytes
+       runs_month_bytes(date_trunc('month', r.created_at, 'UTC')) AS bytes
 FROM runs r
 WHERE r.created_at < date_trunc('month', CAST(:cutoff AS timestamptz), 'UTC')
 GROUP BY 1 ORDER BY 1
@@ -104,27 +105,33 @@ _GONE_SQL = {
     False: "CREATE TEMP TABLE retention_gone ON COMMIT DROP AS SELECT r.id FROM runs r WHERE " + _MONTH,
 }
 _COUNTS_SQL = "SELECT (SELECT count(*) FROM retention_gone), (SELECT count(*) FROM runs r WHERE " + _MONTH + ")"
-_BYTES_SQL = "SELECT coalesce(pg_total_relation_size(to_regclass(runs_month_table(:low))), 0)"
+_BYTES_SQL = "SELECT runs_month_bytes(:low)"  # the month's tables of runs and of their children (0021)
 # Every row recorded about a removed run goes, run_intake's too: a record's payload is most of its
 # bytes, and its trace id may come again once its run is gone (tests check the keys match RUN_CHILDREN).
-_GONE_CHILDREN = {
-    "review_history": "DELETE FROM review_history WHERE run_id IN (SELECT id FROM retention_gone)",
-    "run_iterations": "DELETE FROM run_iterations WHERE run_id IN (SELECT id FROM retention_gone)",
-    "run_events": "DELETE FROM run_events WHERE run_id IN (SELECT id FROM retention_gone)",
-    "llm_calls": "DELETE FROM llm_calls WHERE run_id IN (SELECT id FROM retention_gone)",
-    "run_intake": "DELETE FROM run_intake WHERE run_id IN (SELECT id FROM retention_gone)",
+# The month's tables of the others go with the runs' (runs_month_drop, runs_month_keep_only); what is
+# in them is counted first, for the report.
+_GONE_INTAKE = "DELETE FROM run_intake WHERE run_id IN (SELECT id FROM retention_gone)"
+_IN_MONTH = (" WHERE run_id IN (SELECT id FROM retention_gone) AND run_created_at >= :low "
+             "AND run_created_at < CAST(:low AS timestamptz) + interval '1 month'")
+_GONE_IN_MONTH = {
+    "review_history": "SELECT count(*) FROM review_history" + _IN_MONTH,
+    "run_iterations": "SELECT count(*) FROM run_iterations" + _IN_MONTH,
+    "run_events": "SELECT count(*) FROM run_events" + _IN_MONTH,
+    "llm_calls": "SELECT count(*) FROM llm_calls" + _IN_MONTH,
 }
-assert set(_GONE_CHILDREN) == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
+assert {*_GONE_IN_MONTH, "run_intake"} == {*RUN_MONTH_CHILDREN, "run_intake"} == set(RUN_CHILDREN), \
+    "a table holding rows of runs is not pruned with them"
 # Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
-# that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018).
-# For the same reason the triggers on deleted iterations are told to stand aside while the children go
-# (0020): what they would redo is deleted or recounted here (_refresh_rollup) in the same transaction.
+# that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018),
+# and the Document trends rollup is recounted (_refresh_rollup) in the same transaction. No iteration
+# is deleted row by row any more, so the triggers on deleted ones (0015, 0018) do not fire either.
 _KEPT_BY_TRIGGERS = {
     "run_matrix_rows": "DELETE FROM run_matrix_rows WHERE id IN (SELECT id FROM retention_gone)",
     "document_run_index": "DELETE FROM document_run_index WHERE run_id IN (SELECT id FROM retention_gone)",
 }
-PRUNING_SETTING = "workbench.pruning"  # migration 0020's triggers on deleted iterations skip while it is 'on'
-_PRUNING = text("SELECT set_config('" + PRUNING_SETTING + "', :on, true)")  # until set back, or the transaction ends
+# Migration 0020's triggers on deleted iterations skip while it is 'on': prune set it around its
+# deletes of iterations until 0021 made them a table's drop; a writer that recounts itself may set it.
+PRUNING_SETTING = "workbench.pruning"
 
 
 def partition_name(month: date | datetime) -> str:
@@ -170,13 +177,12 @@ def prune_month(plan: MonthPlan, *, keep_reviewed: bool = True, session: Session
     before = int(session.execute(text(_BYTES_SQL), {"low": low}).scalar_one())
     if gone:
         session.execute(text("ANALYZE retention_gone"))
-        session.execute(_PRUNING, {"on": "on"})
-        for child in _GONE_CHILDREN:
-            removed[child] = session.execute(text(_GONE_CHILDREN[child])).rowcount  # type: ignore[attr-defined]
-        session.execute(_PRUNING, {"on": "off"})
+        for child in RUN_MONTH_CHILDREN:
+            removed[child] = int(session.execute(text(_GONE_IN_MONTH[child]), {"low": low}).scalar_one())
+        removed["run_intake"] = session.execute(text(_GONE_INTAKE)).rowcount  # type: ignore[attr-defined]
         for table in _KEPT_BY_TRIGGERS:
             session.execute(text(_KEPT_BY_TRIGGERS[table]))
-        # The table goes last: dropping or detaching it locks runs until the commit.
+        # The tables go last: dropping or detaching them locks runs and the children's tables until the commit.
         if gone == total:
             session.execute(text("SELECT runs_month_drop(:low)"), {"low": low})
         else:

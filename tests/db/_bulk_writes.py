@@ -10,9 +10,9 @@ RUN_COLUMNS = ("query, preset, collection, source, backend, model, status, final
                "final_level, retrieval_confidence, components, signals, route, best_iteration, iterations_count, "
                "weights_profile, config, outcome_note, latency_ms, created_at")
 _COPY_ITERATIONS = text(
-    "INSERT INTO run_iterations (run_id, ordinal, query_used, sub_queries, retrieval, components, raw_metrics, "
-    "retrieval_confidence, confidence, level, answer, citations, gaps, decision, decision_reason, signals, "
-    "latency_ms, errors) SELECT n.id, it.ordinal, it.query_used, it.sub_queries, it.retrieval, it.components, "
+    "INSERT INTO run_iterations (run_id, run_created_at, ordinal, query_used, sub_queries, retrieval, components, "
+    "raw_metrics, retrieval_confidence, confidence, level, answer, citations, gaps, decision, decision_reason, signals, "
+    "latency_ms, errors) SELECT n.id, n.created_at, it.ordinal, it.query_used, it.sub_queries, it.retrieval, it.components, "
     "it.raw_metrics, it.retrieval_confidence, it.confidence, it.level, it.answer, it.citations, it.gaps, "
     "it.decision, it.decision_reason, it.signals, it.latency_ms, it.errors "
     "FROM runs n JOIN runs o ON o.query = n.query AND o.id = ANY(:ids) AND n.id > o.id "

@@ -1,4 +1,5 @@
-"""Retention on the real store (runs partitioned by month, migration 0016): pruning drops or
+"""Retention on the real store (runs partitioned by month, migration 0016, their children too, 0021;
+tests/services/test_retention_children.py): pruning drops or
 rewrites whole months, keeps reviewed runs with everything recorded about them, leaves nothing
 orphaned, says beforehand what would go, refuses bad ages; a run of a month without its table
 still lands; a DELETE of runs still removes what the foreign keys used to."""
@@ -26,12 +27,15 @@ INSERT INTO runs (query, preset, backend, model, status, final_confidence, final
 VALUES (:q, 'balanced', 'offline', 'm', :status, 0.5, 'LOW', 0.5, ARRAY[0.5], 'default v1', '{}', :at, :reviewed_at,
         :reviewer, :trace, :app) RETURNING id
 """
+# Each row carries its run's created_at (`at`): the tables are partitioned by the run's month (0021).
 _CHILDREN = (
-    "INSERT INTO run_iterations (run_id, ordinal, query_used, retrieval, components, raw_metrics, retrieval_confidence, "
-    "confidence, level, decision) VALUES (:r, 0, 'q', '{}', ARRAY[0.5], '{}', 0.5, 0.5, 'LOW', 'COMPLETE')",
-    "INSERT INTO run_events (run_id, seq, ts, elapsed_ms, event_type, message) VALUES (:r, 1, :at, 0, 'e', '')",
-    "INSERT INTO llm_calls (run_id, backend, model, operation, prompt_version, temperature, outcome) "
-    "VALUES (:r, 'offline', 'm', 'generate', 'v1', 0, 'ok')",
+    "INSERT INTO run_iterations (run_id, run_created_at, ordinal, query_used, retrieval, components, raw_metrics, "
+    "retrieval_confidence, confidence, level, decision) "
+    "VALUES (:r, :at, 0, 'q', '{}', ARRAY[0.5], '{}', 0.5, 0.5, 'LOW', 'COMPLETE')",
+    "INSERT INTO run_events (run_id, run_created_at, seq, ts, elapsed_ms, event_type, message) "
+    "VALUES (:r, :at, 1, :at, 0, 'e', '')",
+    "INSERT INTO llm_calls (run_id, run_created_at, backend, model, operation, prompt_version, temperature, outcome) "
+    "VALUES (:r, :at, 'offline', 'm', 'generate', 'v1', 0, 'ok')",
     "INSERT INTO run_intake (app, trace_id, payload, source, status, run_id) "
     "VALUES ('support', 'trace-' || :r, '{}', 'api', 'assessed', :r)",
 )
@@ -49,9 +53,10 @@ def _store(at: datetime, *, verdict: str | None = None, history_only: bool = Fal
             session.execute(text(statement), {"r": run_id, "at": at})
         if verdict or history_only:
             session.execute(text(
-                "INSERT INTO review_history (run_id, version, action, reviewer, previous_status, new_status) "
-                "VALUES (:r, 1, :action, 'ana', 'auto_accepted', :status)"),
-                {"r": run_id, "action": "approve" if verdict else "send_to_review", "status": verdict or "pending"})
+                "INSERT INTO review_history (run_id, run_created_at, version, action, reviewer, previous_status, "
+                "new_status) VALUES (:r, :at, 1, :action, 'ana', 'auto_accepted', :status)"),
+                {"r": run_id, "at": at, "action": "approve" if verdict else "send_to_review",
+                 "status": verdict or "pending"})
     return run_id
 
 
@@ -179,12 +184,15 @@ def test_a_run_for_a_month_without_its_table_lands_and_moves_in_when_the_table_c
         assert session.execute(text("SELECT tableoid::regclass::text FROM runs WHERE id = :r"),
                                {"r": run_id}).scalar() == "runs_2031_03"
         assert session.execute(text("SELECT count(*) FROM runs_default")).scalar() == 0
-    # Moving the run left its children alone (it has no review history).
+        # Its children (it has no review history) moved into their month's tables with it (0021).
+        for child in ("run_iterations", "run_events", "llm_calls"):
+            assert session.execute(text(f"SELECT tableoid::regclass::text FROM {child} WHERE run_id = :r"),
+                                   {"r": run_id}).scalar() == f"{child}_2031_03"
     assert _children_of([run_id]) == {**dict.fromkeys(RUN_CHILDREN, 1), "review_history": 0}
     with transaction() as session:  # a second call makes nothing twice
         assert ensure_month_partitions(now=datetime(2031, 3, 1, tzinfo=UTC), session=session)[0] == "runs_2031_03"
-        for month in made:
-            session.execute(text(f"DROP TABLE {month}"))
+        for month in (2, 3, 4, 5):  # the months' tables both calls made, the children's too
+            session.execute(text("SELECT runs_month_drop(:m)"), {"m": datetime(2031, month, 1, tzinfo=UTC)})
 
 
 def test_deleting_runs_removes_their_children_as_the_foreign_keys_did(clean_db: None) -> None:

@@ -73,6 +73,8 @@ def test_a_batch_stores_what_one_by_one_stores(corpus, settings):  # type: ignor
     assert sum(len(s["llm_calls"]) for s in together) > 0  # the judges' calls are stored too
     assert all(s["run_iterations"] and s["run_events"] for s in together)
     assert all(s["run"]["app"] is not None and s["intake"]["status"] == "assessed" for s in together)
+    # Each child row carries its run's created_at, its partition key (0021).
+    assert all(row["run_created_at"] == s["run"]["created_at"] for s in together for name in _CHILDREN for row in s[name])
     for alone_stored, batch_stored in zip(one_by_one, together):
         assert batch_stored == alone_stored
 
