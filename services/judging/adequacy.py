@@ -84,7 +84,7 @@ def _read(question: str, answer: str, terms: tuple[lex.Term, ...]) -> str | floa
     """None for no answer; for an answer judged by kind, a number (0.0 for a restatement, else
     a concise answer's type fit); otherwise the text that has to name what was asked."""
     sentences = answer_sentences(answer)
-    if not sentences or is_abstention(answer):
+    if not sentences or is_abstention(answer, question):
         return None
     claims = answer_claims(question, answer)
     if not any(c.added_stems or c.added_atoms for c in claims) and expected_kind(question).kind != CHOICE:

@@ -45,12 +45,16 @@ class Claim:
     added_words: tuple[str, ...]  # the added words as written, for the reader
 
 
-def is_abstention(answer: str) -> bool:
-    """Empty, or a short answer saying it cannot answer and giving no number, date or code."""
+def is_abstention(answer: str, question: str = "") -> bool:
+    """Empty, or a short answer saying it cannot answer and giving no number, date or code. Words
+    the question holds say nothing of the answer: "What happens to an unknown escape ...: the
+    backslash is left in the result." restates 'unknown' and answers."""
     plain = strip_markers(answer).strip()
     if not plain:
         return True
-    return (len(plain.split()) <= ABSTENTION_MAX_WORDS and _ABSTENTION.search(plain) is not None
+    asked = question.lower()
+    return (len(plain.split()) <= ABSTENTION_MAX_WORDS
+            and any(m.group(0).lower() not in asked for m in _ABSTENTION.finditer(plain))
             and not any(a.kind in (NUMBER, YEAR, CODE) for a in atoms(plain)))
 
 

@@ -139,7 +139,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     """Every signal of `answer` that the words decide, with what the semantic ones read."""
     expected = expected_kind(question)
     features = dict.fromkeys(FEATURES, 0.0)
-    if is_abstention(answer):
+    if is_abstention(answer, question):
         features["abstains"] = 1.0
         return Words(features, expected, True)
     terms = query_terms(question)

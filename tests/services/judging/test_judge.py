@@ -76,6 +76,12 @@ def test_abstentions_and_answers_with_no_context_are_their_own_class(embed) -> N
         verdict = judge_answer(QUESTION, answer, CONTEXTS, embed=embed)
         assert verdict.label == ABSTAINED and not verdict.auto_accept and not verdict.grounded
     assert not is_abstention("The manual does not say how often, but J2 takes 2 kg of grease.")  # it answers
+    # A restated question's own words are not the answer's: this one answers.
+    asked = "What happens to an unknown escape like \\d in a string literal?"
+    restated = "What happens to an unknown escape like \\d in a string literal: the backslash is left in the result."
+    assert is_abstention("It is unknown.") and is_abstention("I don't know.", asked) and not is_abstention(restated, asked)
+    assert judge_answer(asked, restated, ["An unknown escape is kept: the backslash is left in the result."],
+                        embed=embed).label != ABSTAINED
     unchecked = judge_answer(QUESTION, "Osaka", [], embed=embed)
     assert unchecked.label == UNCHECKED and not unchecked.auto_accept and "no context" in unchecked.reason
 
