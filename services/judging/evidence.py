@@ -172,10 +172,14 @@ def _segmented(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequence[ContextSentence],
-               contexts: Sequence[str], *, asked: Mapping[str, float]) -> ClaimEvidence:
-    """`claim` against the contexts; `asked`: the question's words as asked_weights weighs them."""
+               contexts: Sequence[str], *, asked: Mapping[str, float], given: str = "") -> ClaimEvidence:
+    """`claim` against the contexts; `asked`: the question's words as asked_weights weighs them;
+    `given`: text whose names and numbers the answer did not invent (a claim read whole, as a
+    restatement is, holds the question's: "Python" in "Does Python have ...: There are no complex
+    literals." is the question's premise, not a fabrication, whether or not a context names it)."""
     context_stems = _stems_of(tuple(contexts))
-    unsupported_atoms = tuple(a for a in claim.added_atoms if not any(holds(a, c) for c in contexts))
+    unsupported_atoms = tuple(a for a in claim.added_atoms
+                              if not any(holds(a, c) for c in contexts) and not holds(a, given))
     held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
     unsupported_words = tuple(w for w, ok in zip(claim.added_words, held) if not ok)
     word_support = sum(held) / len(held) if held else 1.0

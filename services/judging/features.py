@@ -146,7 +146,8 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     pool = context_sentences(contexts)
     asked = asked_weights(terms, pool, avoid=frozenset(s for option in expected.options for s in tokenize(option)))
     # The option an answer picks is what it adds: read it against the question without its options.
-    claims = answer_claims(_without(question, expected.options), answer)
+    unoptioned = _without(question, expected.options)
+    claims = answer_claims(unoptioned, answer)
     restates = not any(c.added_stems or c.added_atoms for c in claims)
     if restates:
         # An answer drawn from the question's own words ("characteristic polynomial" for
@@ -156,7 +157,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         # nothing has no signal at all and scores as the least likely right of all answers,
         # whatever its contexts say.
         claims = answer_claims("", answer)
-    read = tuple(read_claim(question, terms, c, pool, contexts, asked=asked) for c in claims)
+    read = tuple(read_claim(question, terms, c, pool, contexts, asked=asked, given=unoptioned) for c in claims)
     adding = tuple(r for r in read if r.claim.added_stems or r.claim.added_atoms)
     concise = is_concise(answer)
     features["concise"] = float(concise)
@@ -183,7 +184,6 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         features["option_margin"] = _option_margin(expected, answer, asked, pool)
     features["reversal"] = float(any(r.reversal for r in read))
     # Against the question without its options: the option a swap picks is not the question's word.
-    unoptioned = _without(question, expected.options)
     swapped = next((c for c in (changed_quote(r.claim.text, contexts, unoptioned) for r in read) if c), None)
     features["quote_changed"] = float(swapped is not None)
     # The rules read a statement against the question it restates ("What did X not do?" against

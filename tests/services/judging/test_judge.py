@@ -335,6 +335,20 @@ def test_evidence_relevance_reads_the_context_sentence_so_echoing_the_question_e
     assert relevance("The maker of the robot arm has its head office in Nagoya.") == pytest.approx(wrong)
 
 
+def test_a_name_the_question_gives_is_not_invented_by_a_restatement_read_whole(embed) -> None:  # type: ignore[no-untyped-def]
+    # The restatement adds no word to its question, so it is read whole: its words are what the
+    # contexts must hold. "Python" is not among them, and is the question's, not the answer's.
+    question = "Does Python have a literal syntax for complex numbers with a real part?"
+    contexts = ["There are three types of numeric literals: integers, floating point numbers, and imaginary "
+                "numbers. There are no complex literals (complex numbers can be formed by adding a real number "
+                "and an imaginary number)."]
+    verdict = judge_answer(question, f"{question[:-1]}: There are no complex literals.", contexts, embed=embed)
+    assert verdict.features["unsupported_atom"] == 0.0 and "'Python' appears in no context" not in verdict.reason
+    invented = judge_answer(question, "Does Python have a literal syntax for complex numbers: yes, as in Cython.",
+                            contexts, embed=embed)
+    assert invented.features["unsupported_atom"] == 1.0 and "'Cython' appears in no context" in invented.reason
+
+
 def test_a_sentence_answer_is_as_relevant_as_its_evidence_a_concise_one_picks_a_phrase(embed) -> None:  # type: ignore[no-untyped-def]
     def read(answer: str, contexts: list[str]) -> dict[str, float]:
         return read_answer(QUESTION, answer, contexts, embed=embed).features
