@@ -53,7 +53,7 @@ from services.intake.context_scores import (
 from services.intake.schema import ExternalRun
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance
-from services.judging.evidence import ContextSentence
+from services.judging.context_sentences import ContextSentence
 from services.judging.features import texts_read_alone
 from services.judging.model import JudgeModel
 from services.judging.vectors import SentenceEmbedder, cached_embedder

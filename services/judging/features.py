@@ -19,14 +19,8 @@ from services.judging._quotes import changed_quote
 from services.judging._sentences import answer_sentences
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise
-from services.judging.evidence import (
-    ClaimEvidence,
-    ContextSentence,
-    asked_weights,
-    context_sentences,
-    locality,
-    read_claim,
-)
+from services.judging.context_sentences import ContextSentence, context_sentences
+from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
 from services.judging.nli import Entail
 from services.retrieval.text import tokenize
 

@@ -19,7 +19,7 @@ from functools import cache
 
 import numpy as np
 
-from services.judging.evidence import ContextSentence, sentence_spans, unwrapped
+from services.judging.context_sentences import ContextSentence, sentence_spans, unwrapped
 from services.retrieval.embedding import encode, encode_tokens
 
 _CACHE_SIZE = 16_384  # texts read alone

@@ -390,7 +390,7 @@ def test_the_company_stands_for_the_company_named_before_and_words_every_sentenc
 
 
 def test_a_definite_description_refers_back_a_name_does_not() -> None:
-    from services.judging.evidence import context_sentences
+    from services.judging.context_sentences import context_sentences
 
     first, second, third = context_sentences(["Kestrel Robotics was founded by Mika Tanaka. The company has its "
                                               "head office in Osaka. The Hann window is a taper."])
@@ -399,7 +399,8 @@ def test_a_definite_description_refers_back_a_name_does_not() -> None:
 
 def test_question_words_weigh_by_how_few_context_sentences_name_them() -> None:
     from services.judging._lexical import query_terms
-    from services.judging.evidence import asked_weights, context_sentences
+    from services.judging.context_sentences import context_sentences
+    from services.judging.evidence import asked_weights
 
     pool = context_sentences(["Kestrel Robotics has a plant in Kobe. Kestrel Robotics has an office in Osaka."])
     terms = query_terms("Is the plant of Kestrel on the moon?")

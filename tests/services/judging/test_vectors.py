@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from services.judging import vectors
-from services.judging.evidence import context_sentences, sentence_spans, unwrapped
+from services.judging.context_sentences import context_sentences, sentence_spans, unwrapped
 from services.retrieval.embedding import encode, encode_tokens
 
 MODEL = "all-MiniLM-L6-v2"
