@@ -77,6 +77,12 @@ def expected_kind(question: str) -> Expected:
     return Expected(ANY)
 
 
+def asks_yes_or_no(question: str) -> bool:
+    """Whether `question` names no options and no wh-word: a yes/no question ("Does argmax ...?")
+    or a search-style query, either of which a bare yes or no can answer."""
+    return not _options(question) and _ASKING.search(_CONDITION.sub("", question)) is None
+
+
 def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str) -> float:
     """1 when the answer's new content is of the asked kind, 0 when it is plainly not, 0.5
     when the question does not say or the answer's kind cannot be read."""

@@ -14,8 +14,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from services.judging._lexical import PHRASING
+from services.judging._lexicon import (
+    ATTRIBUTION_OPENERS,
+    COURTESY_OPENERS,
+    HEDGE_OPENERS,
+    SOURCE_QUALIFIERS,
+    SOURCE_VERBS,
+    SOURCE_WORDS,
+    alternation,
+)
 from services.judging._morphology import related_in
 from services.judging._sentences import answer_sentences, strip_markers
+from services.judging.answer_type import asks_yes_or_no
 from services.judging.atoms import CODE, CONCISE_WORDS, NUMBER, YEAR, Atom, atoms, holds
 from services.retrieval.text import tokenize
 
@@ -32,6 +42,9 @@ _ABSTENTION = re.compile(
     re.IGNORECASE,
 )
 ABSTENTION_MAX_WORDS = 25
+# "Yes," or "No." opening an answer says which way it answers a yes/no question: not a word the
+# contexts must hold. Only set off by punctuation or alone: "No checking is performed" negates.
+_POLAR = re.compile(r"^\s*[*_]{0,2}(?P<word>yes|no)[*_]{0,2}(?:\s*(?:[,.;:!]+|[–—]+)|\s+-+\s|\s*$)\s*", re.IGNORECASE)
 _PHRASING_STEMS = frozenset(s for word in PHRASING for s in tokenize(word))
 
 
@@ -43,6 +56,59 @@ class Claim:
     added_stems: tuple[str, ...]  # content-word stems the question does not hold, in order
     added_atoms: tuple[Atom, ...]  # names, numbers, dates and codes the question does not hold
     added_words: tuple[str, ...]  # the added words as written, for the reader
+
+
+def _longest_first(words: tuple[str, ...]) -> str:
+    return alternation(sorted(words, key=len, reverse=True)).replace(r"\ ", r"\s+")
+
+
+_DETERMINER = r"(?:the|this|these|those|your|my|our)\s+"
+# "provided context", "given search results [2]": what a source is called after its determiner
+_SOURCE = (rf"(?:(?:{_longest_first(SOURCE_QUALIFIERS)})\s+)*(?:{_longest_first(SOURCE_WORDS)})"
+           r"(?:\s*\[[\d,\s]+\])?")
+_OPENER = re.compile(
+    rf"^(?:(?:{_longest_first(ATTRIBUTION_OPENERS)})\s+(?:{_DETERMINER})?{_SOURCE}\s*[,:]"  # According to the context,
+    rf"|{_DETERMINER}{_SOURCE}\s+(?:{_longest_first(SOURCE_VERBS)})(?:\s+that)?\s*[,:]?"  # The documents state that
+    rf"|(?:{_longest_first(HEDGE_OPENERS)})(?:\s+that)?\s*,?)\s+",  # It seems that
+    re.IGNORECASE)
+_COURTESY = re.compile(rf"^(?:{_longest_first(COURTESY_OPENERS)})\b", re.IGNORECASE)
+
+
+def unframed(answer: str) -> str:
+    """`answer` without what it says of where it got its claims or how sure it is, and without
+    its courtesies (lexicon.toml, [judging] source_words ...): "According to the provided
+    context, the head office is in Osaka. Let me know if you need anything else!" claims "the
+    head office is in Osaka." An answer with none of these is returned as it is, and one that
+    is nothing else too (it claims nothing either way)."""
+    sentences = answer_sentences(answer)
+    kept = [_OPENER.sub("", s, count=1) for s in sentences if not _COURTESY.match(s)]
+    if kept == sentences or not any(s.strip() for s in kept):
+        return answer
+    return " ".join(s for s in kept if s.strip())
+
+
+def polar_reply(answer: str) -> tuple[str | None, str]:
+    """The 'yes' or 'no' an answer opens with, if any, and the rest of it: ("no", "it returns a
+    view.") for "No, it returns a view."; (None, answer) for an answer that opens otherwise."""
+    match = _POLAR.match(strip_markers(answer))
+    if match is None:
+        return None, answer
+    return match.group("word").lower(), strip_markers(answer)[match.end():]
+
+
+def what_is_said(question: str, answer: str) -> tuple[str, str | None]:
+    """The text whose claims are read, and "yes" or "no" when that is the whole answer. Where the
+    answer says it got its claims from ("According to the context, ..."), how sure it is and
+    its courtesies are no claims (unframed). A yes or no opening the answer to a yes/no
+    question says which way it answers, not a fact to find: what follows it is the claim. A
+    bare one asserts the question's own statement (or denies it); that statement is what the
+    contexts are read for, and which way they take it needs a reader (a model backend or an
+    NLI model), so the judge calls it no more than uncertain."""
+    said = unframed(answer)
+    reply, rest = polar_reply(said) if asks_yes_or_no(question) else (None, said)
+    if reply is None:
+        return said, None
+    return (unframed(rest), None) if rest.strip() else (question, reply)
 
 
 def is_abstention(answer: str, question: str = "") -> bool:

@@ -39,7 +39,7 @@ class ClaimEvidence:
 
     claim: Claim
     unsupported_atoms: tuple[Atom, ...]
-    unsupported_words: tuple[str, ...]  # added words (as written) no context holds
+    unsupported_words: tuple[str, ...]  # added words (as written) no context holds nor the question gives
     word_support: float  # share of the added stems some context holds (1.0 when none added)
     evidence: ContextSentence | None
     evidence_support: float  # share of the claim's additions in the evidence sentence
@@ -62,7 +62,11 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
     unsupported_atoms = tuple(a for a in claim.added_atoms
                               if not any(holds(a, c) for c in contexts) and not holds(a, given))
     held = [s in context_stems or related_in(s, context_stems) for s in claim.added_stems]
-    unsupported_words = tuple(w for w, ok in zip(claim.added_words, held) if not ok)
+    # The signal counts what the contexts hold; the words shown as invented leave out the
+    # question's own ("Argmax" in "Argmax returns the first occurrence." for "Does argmax ...?").
+    given_stems = frozenset(tokenize(given))
+    unsupported_words = tuple(w for w, s, ok in zip(claim.added_words, claim.added_stems, held, strict=True)
+                              if not ok and s not in given_stems)
     word_support = sum(held) / len(held) if held else 1.0
     best, best_key, best_share, best_coverage = None, (-1.0, -1.0, -1.0), 0.0, 0.0
     claimed_negations = negations(claim.text)

@@ -18,7 +18,7 @@ from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
 from services.judging._sentences import answer_sentences
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
-from services.judging.claims import answer_claims, is_abstention, is_concise
+from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
 from services.judging.nli import Entail
@@ -64,6 +64,7 @@ class Reading:
     # (the claim's words, the context's words they replace) when a claim quotes a context but
     # for a word or three it swaps: "negative" for "positive", "2 + x" for "1 + x".
     changed_quote: tuple[str, str] | None = None
+    bare_reply: str | None = None  # "yes" or "no" when that is the whole answer
 
 
 def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None,
@@ -97,7 +98,7 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     return Reading(features, words.read, expected, False, words.contradiction_reason, words.adds_nothing,
-                   words.swapped)
+                   words.swapped, words.bare_reply)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Words:
     contradiction_reason: str | None = None
     adds_nothing: bool = True
     swapped: tuple[str, str] | None = None
+    bare_reply: str | None = None
 
     def answering(self) -> ClaimEvidence:
         return _answering(self.adding)
@@ -136,12 +138,13 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     if is_abstention(answer, question):
         features["abstains"] = 1.0
         return Words(features, expected, True)
+    said, bare_reply = what_is_said(question, answer)
     terms = query_terms(question)
     pool = context_sentences(contexts)
     asked = asked_weights(terms, pool, avoid=frozenset(s for option in expected.options for s in tokenize(option)))
     # The option an answer picks is what it adds: read it against the question without its options.
     unoptioned = _without(question, expected.options)
-    claims = answer_claims(unoptioned, answer)
+    claims = answer_claims(unoptioned, said)
     restates = not any(c.added_stems or c.added_atoms for c in claims)
     if restates:
         # An answer drawn from the question's own words ("characteristic polynomial" for
@@ -150,10 +153,10 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         # what the contexts must support. Read against the question, a restatement adding
         # nothing has no signal at all and scores as the least likely right of all answers,
         # whatever its contexts say.
-        claims = answer_claims("", answer)
+        claims = answer_claims("", said)
     read = tuple(read_claim(question, terms, c, pool, contexts, asked=asked, given=unoptioned) for c in claims)
     adding = tuple(r for r in read if r.claim.added_stems or r.claim.added_atoms)
-    concise = is_concise(answer)
+    concise = is_concise(said) and bare_reply is None
     features["concise"] = float(concise)
     all_atoms = [a for r in adding for a in r.claim.added_atoms]
     missing_atoms = [a for r in adding for a in r.unsupported_atoms]
@@ -183,13 +186,13 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     # The rules read a statement against the question it restates ("What did X not do?" against
     # "X did Y."). A concise answer restates nothing: on the development set they flagged its
     # right answers as often as its wrong ones (91 against 90, hard), and capped both.
-    found = None if concise else contradiction(question, terms, [r.claim.text for r in read])
+    found = None if concise or bare_reply else contradiction(question, terms, [r.claim.text for r in read])
     if found is not None:
         features["contradiction"] = 1.0 if found.hard else 0.5
     # A concise answer picks something; a sentence that adds nothing to its question is capped.
     adds_nothing = not adding or (restates and not concise)
     return Words(features, expected, False, tuple(terms), tuple(pool), read, adding,
-                 found.reason if found else None, adds_nothing, swapped)
+                 found.reason if found else None, adds_nothing, swapped, bare_reply)
 
 
 def texts_read_alone(question: str, answer: str) -> list[str]:
@@ -199,7 +202,8 @@ def texts_read_alone(question: str, answer: str) -> list[str]:
     their contexts. Intake encodes these with its batch's contexts (services.intake.batch), before
     CRAG decides which contexts the judge reads."""
     unoptioned = _without(question, expected_kind(question).options)
-    texts = [question, unoptioned, *(c.text for c in answer_claims(unoptioned, answer)), " ".join(answer_sentences(answer))]
+    said = what_is_said(question, answer)[0]
+    texts = [question, unoptioned, *(c.text for c in answer_claims(unoptioned, said)), " ".join(answer_sentences(answer))]
     return [t for t in dict.fromkeys(texts) if t.strip()]
 
 

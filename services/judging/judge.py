@@ -118,6 +118,9 @@ def _fault(reading: Reading) -> str | None:
         return f"the answer {reversal_text(reversal)}"
     if reading.changed_quote is not None:
         return f"the answer quotes its context but {reversal_text(reading.changed_quote)}"
+    if reading.bare_reply:
+        return (f"the answer is a bare '{reading.bare_reply}': the contexts can be read for the question's "
+                "statement, but which way they take it needs a reader (a model backend or an NLI model)")
     if reading.adds_nothing:
         return "the answer only restates the question: it adds nothing to check"
     words = [w for c in claims for w in c.unsupported_words]

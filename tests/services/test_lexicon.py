@@ -43,6 +43,12 @@ USED = {
     ("decompose", "comparison_words"): lexicon.COMPARISON_WORDS,
     ("judging", "reversal_pairs"): lexicon.REVERSAL_PAIRS,
     ("judging", "units"): lexicon.UNITS,
+    ("judging", "source_words"): lexicon.SOURCE_WORDS,
+    ("judging", "source_qualifiers"): lexicon.SOURCE_QUALIFIERS,
+    ("judging", "attribution_openers"): lexicon.ATTRIBUTION_OPENERS,
+    ("judging", "source_verbs"): lexicon.SOURCE_VERBS,
+    ("judging", "hedge_openers"): lexicon.HEDGE_OPENERS,
+    ("judging", "courtesy_openers"): lexicon.COURTESY_OPENERS,
 }
 # Lists matched case for case: a unit's spelling is its meaning ("mA" is not "MA", "MB" not "mb").
 CASED = {("judging", "units")}

@@ -11,7 +11,7 @@ import pytest
 from services.judging import judge_answer
 from services.judging.adequacy import answer_relevance, grade_answer
 from services.judging.atoms import atoms, holds
-from services.judging.claims import answer_claims, is_abstention
+from services.judging.claims import answer_claims, is_abstention, unframed
 from services.judging.features import read_answer, texts_read_alone
 from services.judging.judge import NOTHING_ADDED_CAP
 from services.judging.model import JudgeModel, shipped_model
@@ -311,6 +311,8 @@ class _Recorder:
     ("Is the arm serviced every 6 months or every 12 months?", "The arm is serviced every 6 months."),
     (QUESTION, "I don't know."),
     (QUESTION, ""),
+    ("Does the maker of the robot arm have its head office in Osaka?", "Yes."),
+    ("Does the maker of the robot arm have its head office in Osaka?", "No, in Nagoya."),
 ])
 def test_what_an_answer_is_read_alone_for_is_known_before_its_contexts_are(question: str, answer: str) -> None:
     """Intake encodes these with its batch's contexts, before CRAG picks the contexts the judge
@@ -408,3 +410,62 @@ def test_question_words_weigh_by_how_few_context_sentences_name_them() -> None:
     assert weights["plant"] > weights["kestrel"] > 0 and weights["moon"] == weights["plant"]
     alone = asked_weights(terms, pool[:1])
     assert len(set(alone.values())) == 1  # one sentence: the plain mean, as before
+
+
+ARGMAX = "Does argmax return the first occurrence of the maximum?"
+ARGMAX_DOC = ["Returns the indices of the maximum values along an axis. In case of multiple occurrences of "
+              "the maximum values, the indices corresponding to the first occurrence are returned."]
+
+
+def test_yes_or_no_says_which_way_an_answer_goes_not_a_word_to_find(embed) -> None:  # type: ignore[no-untyped-def]
+    # "Yes" is in no context, and was once the reason a right answer scored 0.005.
+    right = judge_answer(ARGMAX, "Yes, it returns the indices of the first occurrence.", ARGMAX_DOC, embed=embed)
+    assert "Yes" not in right.unsupported_words and right.p_supported >= 0.5, right.reason
+    # What follows is the claim: what it invents is still the reason.
+    invented = judge_answer(ARGMAX, "Yes, it returns the first occurrence, as MATLAB does.", ARGMAX_DOC,
+                            embed=embed)
+    assert invented.features["unsupported_atom"] == 1.0 and "'MATLAB' appears in no context" in invented.reason
+    # "No checking is performed" negates with its first word: it is not a bare no.
+    assert answer_claims(ARGMAX, "No checking is performed.")[0].text == "No checking is performed."
+
+
+@pytest.mark.parametrize("reply", ["Yes.", "no", "**No**"])
+def test_a_bare_yes_or_no_is_read_as_the_question_s_statement_and_never_skips_review(embed, reply: str) -> None:  # type: ignore[no-untyped-def]
+    verdict = judge_answer(ARGMAX, reply, ARGMAX_DOC, embed=embed)
+    assert verdict.label == UNCERTAIN and verdict.p_supported == NOTHING_ADDED_CAP
+    assert f"a bare '{reply.strip('*.').lower()}'" in verdict.reason and verdict.unsupported_words == ()
+    assert "first occurrence" in verdict.claims[0].evidence  # the sentence a reviewer reads it against
+    # Only a yes/no question has a bare yes for an answer.
+    assert "'Yes' appears in no context" in judge_answer("Which function returns the first occurrence?", "Yes.",
+                                                         ARGMAX_DOC, embed=embed).reason
+
+
+def test_the_question_s_own_words_are_not_shown_as_invented_by_a_restatement(embed) -> None:  # type: ignore[no-untyped-def]
+    # The docstring never names its function: "Argmax" is the question's premise, not the answer's invention.
+    verdict = judge_answer(ARGMAX, "Argmax returns the first occurrence of the maximum.", ARGMAX_DOC, embed=embed)
+    assert "only restates the question" in verdict.reason and verdict.unsupported_words == ()
+    assert verdict.features["word_support"] < 1.0  # the signal still counts what the contexts lack
+
+
+@pytest.mark.parametrize("dressed", [
+    "According to the provided context, the maker of the robot arm has its head office in Osaka.",
+    "Based on the documents, the head office is in Osaka.",
+    "The retrieved passages state that the head office is in Osaka [1].",
+    "It seems that the head office is in Osaka.",
+    "The head office is in Osaka. Let me know if you need anything else!",
+])
+def test_where_an_answer_says_it_got_it_and_its_courtesies_are_no_claims(embed, dressed: str) -> None:  # type: ignore[no-untyped-def]
+    # "According", "provided", "context", "seems", "Let" stand in no context: read as claims they
+    # held a right answer at P 0.15, below the same answer without them.
+    plain = judge_answer(QUESTION, "The head office is in Osaka.", CONTEXTS, embed=embed)
+    verdict = judge_answer(QUESTION, dressed, CONTEXTS, embed=embed)
+    assert verdict.unsupported_words == () and verdict.p_supported >= plain.p_supported - 0.05, verdict.reason
+    # What it claims is still read: the invented name is the reason.
+    invented = judge_answer(QUESTION, dressed.replace("Osaka", "Kobe"), CONTEXTS, embed=embed)
+    assert "'Kobe' appears in no context" in invented.reason
+
+
+def test_a_sentence_that_only_names_its_source_stays_a_claim() -> None:
+    # Only an opener followed by the claim is cut: a date, or a source that is the answer, stays.
+    for answer in ("In the 1990s, the office moved to Osaka.", "The manual.", "Results show that it lowers heat."):
+        assert unframed(answer) == answer
