@@ -1,8 +1,9 @@
 """Does the judge read an answer the same when it comes dressed as other systems write it?
 
 A language model's answer opens with where it got it ("According to the provided context, ..."),
-hedges ("It seems that ..."), ends with a courtesy ("Let me know if you need anything else.")
-and answers a yes/no question with "Yes, ...". None of that is a claim about the contexts. Over
+hedges ("It seems that ..."), labels itself ("**Answer:** ..."), cites its source ("(source:
+context 1)"), ends with a courtesy ("Let me know if you need anything else.") and answers a
+yes/no question with "Yes, ...". None of that is a claim about the contexts. Over
 the development set's test half (bench/judge_set.py), every right and wrong answer is judged as
 built and in each dressing; per corpus and dressing the bench prints the AUROC (right above
 wrong) as built and dressed, and how many answers' P(supported) moved by more than 0.05.
@@ -36,6 +37,8 @@ DRESSINGS: dict[str, Callable[[str], str]] = {
     "attribution": lambda answer: f"According to the provided context, {answer}",
     "hedge": lambda answer: f"It seems that {answer}",
     "courtesy": lambda answer: f"{answer.rstrip('.')}. Let me know if you need anything else!",
+    "label": lambda answer: f"**Answer:** {answer}",
+    "cited": lambda answer: f"{answer.rstrip('.')} (source: context 1).",
 }
 
 
@@ -43,6 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
     parser.add_argument("--per-corpus", type=int, default=300)
+    parser.add_argument("--dressings", default=",".join(DRESSINGS))
     args = parser.parse_args()
 
     from bench._judge_readings import Reader
@@ -63,7 +67,8 @@ def main() -> None:
         cases = [c for c in build_cases([corpus], args.per_corpus, 0)
                  if c.split == "test" and c.kind != "abstention" and any(x.strip() for x in c.contexts)]
         out[corpus] = {}
-        for name, dress in DRESSINGS.items():
+        for name in args.dressings.split(","):
+            dress = DRESSINGS[name]
             dressed_cases = [c for c in cases if name != "yes" or asks_yes_or_no(c.question)]
             log(f"{corpus}, {name}: {len(dressed_cases)} answers")
             labels = [c.label for c in dressed_cases]

@@ -82,12 +82,14 @@ UNITS = _spellings("judging", "units")  # "metres" -> "m": the unit a number is 
 IRREGULAR_PAST = _pairs("morphology", "irregular_past")  # (past form, base form)
 
 REVERSAL_PAIRS = _pairs("judging", "reversal_pairs")
-SOURCE_WORDS = _words("judging", "source_words")  # this and the next five: what services.judging.claims.unframed cuts
+SOURCE_WORDS = _words("judging", "source_words")  # this and the next seven: what services.judging._framing cuts
 SOURCE_QUALIFIERS = _words("judging", "source_qualifiers")
 ATTRIBUTION_OPENERS = _words("judging", "attribution_openers")
 SOURCE_VERBS = _words("judging", "source_verbs")
 HEDGE_OPENERS = _words("judging", "hedge_openers")
 COURTESY_OPENERS = _words("judging", "courtesy_openers")
+ANSWER_LABELS = _words("judging", "answer_labels")
+SOURCE_LINE_LABELS = _words("judging", "source_line_labels")
 
 CLAUSE_VERBS = frozenset(_words("decompose", "clause_verbs"))
 STEM_QUESTION_WORDS = _words("decompose", "stem_question_words")  # this tuple and the next ones in pattern order

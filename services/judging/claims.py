@@ -13,16 +13,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from services.judging._framing import unframed
 from services.judging._lexical import PHRASING
-from services.judging._lexicon import (
-    ATTRIBUTION_OPENERS,
-    COURTESY_OPENERS,
-    HEDGE_OPENERS,
-    SOURCE_QUALIFIERS,
-    SOURCE_VERBS,
-    SOURCE_WORDS,
-    alternation,
-)
 from services.judging._morphology import related_in
 from services.judging._sentences import answer_sentences, strip_markers
 from services.judging.answer_type import asks_yes_or_no
@@ -56,35 +48,6 @@ class Claim:
     added_stems: tuple[str, ...]  # content-word stems the question does not hold, in order
     added_atoms: tuple[Atom, ...]  # names, numbers, dates and codes the question does not hold
     added_words: tuple[str, ...]  # the added words as written, for the reader
-
-
-def _longest_first(words: tuple[str, ...]) -> str:
-    return alternation(sorted(words, key=len, reverse=True)).replace(r"\ ", r"\s+")
-
-
-_DETERMINER = r"(?:the|this|these|those|your|my|our)\s+"
-# "provided context", "given search results [2]": what a source is called after its determiner
-_SOURCE = (rf"(?:(?:{_longest_first(SOURCE_QUALIFIERS)})\s+)*(?:{_longest_first(SOURCE_WORDS)})"
-           r"(?:\s*\[[\d,\s]+\])?")
-_OPENER = re.compile(
-    rf"^(?:(?:{_longest_first(ATTRIBUTION_OPENERS)})\s+(?:{_DETERMINER})?{_SOURCE}\s*[,:]"  # According to the context,
-    rf"|{_DETERMINER}{_SOURCE}\s+(?:{_longest_first(SOURCE_VERBS)})(?:\s+that)?\s*[,:]?"  # The documents state that
-    rf"|(?:{_longest_first(HEDGE_OPENERS)})(?:\s+that)?\s*,?)\s+",  # It seems that
-    re.IGNORECASE)
-_COURTESY = re.compile(rf"^(?:{_longest_first(COURTESY_OPENERS)})\b", re.IGNORECASE)
-
-
-def unframed(answer: str) -> str:
-    """`answer` without what it says of where it got its claims or how sure it is, and without
-    its courtesies (lexicon.toml, [judging] source_words ...): "According to the provided
-    context, the head office is in Osaka. Let me know if you need anything else!" claims "the
-    head office is in Osaka." An answer with none of these is returned as it is, and one that
-    is nothing else too (it claims nothing either way)."""
-    sentences = answer_sentences(answer)
-    kept = [_OPENER.sub("", s, count=1) for s in sentences if not _COURTESY.match(s)]
-    if kept == sentences or not any(s.strip() for s in kept):
-        return answer
-    return " ".join(s for s in kept if s.strip())
 
 
 def polar_reply(answer: str) -> tuple[str | None, str]:

@@ -49,6 +49,8 @@ USED = {
     ("judging", "source_verbs"): lexicon.SOURCE_VERBS,
     ("judging", "hedge_openers"): lexicon.HEDGE_OPENERS,
     ("judging", "courtesy_openers"): lexicon.COURTESY_OPENERS,
+    ("judging", "answer_labels"): lexicon.ANSWER_LABELS,
+    ("judging", "source_line_labels"): lexicon.SOURCE_LINE_LABELS,
 }
 # Lists matched case for case: a unit's spelling is its meaning ("mA" is not "MA", "MB" not "mb").
 CASED = {("judging", "units")}

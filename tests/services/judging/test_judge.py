@@ -447,19 +447,27 @@ def test_the_question_s_own_words_are_not_shown_as_invented_by_a_restatement(emb
     assert verdict.features["word_support"] < 1.0  # the signal still counts what the contexts lack
 
 
-@pytest.mark.parametrize("dressed", [
-    "According to the provided context, the maker of the robot arm has its head office in Osaka.",
-    "Based on the documents, the head office is in Osaka.",
-    "The retrieved passages state that the head office is in Osaka [1].",
-    "It seems that the head office is in Osaka.",
-    "The head office is in Osaka. Let me know if you need anything else!",
+SENTENCE = "The head office is in Osaka."
+
+
+@pytest.mark.parametrize(("dressed", "plain"), [
+    ("According to the provided context, the head office is in Osaka.", SENTENCE),
+    ("Based on the documents, the head office is in Osaka.", SENTENCE),
+    ("The retrieved passages state that the head office is in Osaka [1].", SENTENCE),
+    ("It seems that the head office is in Osaka.", SENTENCE),
+    ("The head office is in Osaka. Let me know if you need anything else!", SENTENCE),
+    ("The head office is in Osaka (source: context 1).", SENTENCE),
+    ("The head office is in Osaka, per the context.", SENTENCE),
+    ("The head office is in Osaka.\nSources: [1]", SENTENCE),
+    ("**Answer:** Osaka", "Osaka"),
 ])
-def test_where_an_answer_says_it_got_it_and_its_courtesies_are_no_claims(embed, dressed: str) -> None:  # type: ignore[no-untyped-def]
+def test_where_an_answer_says_it_got_it_and_its_courtesies_are_no_claims(embed, dressed: str, plain: str) -> None:  # type: ignore[no-untyped-def]
     # "According", "provided", "context", "seems", "Let" stand in no context: read as claims they
     # held a right answer at P 0.15, below the same answer without them.
-    plain = judge_answer(QUESTION, "The head office is in Osaka.", CONTEXTS, embed=embed)
     verdict = judge_answer(QUESTION, dressed, CONTEXTS, embed=embed)
-    assert verdict.unsupported_words == () and verdict.p_supported >= plain.p_supported - 0.05, verdict.reason
+    assert verdict.unsupported_words == (), verdict.reason
+    assert verdict.p_supported == pytest.approx(judge_answer(QUESTION, plain, CONTEXTS, embed=embed).p_supported,
+                                                 abs=0.01)
     # What it claims is still read: the invented name is the reason.
     invented = judge_answer(QUESTION, dressed.replace("Osaka", "Kobe"), CONTEXTS, embed=embed)
     assert "'Kobe' appears in no context" in invented.reason
@@ -467,5 +475,7 @@ def test_where_an_answer_says_it_got_it_and_its_courtesies_are_no_claims(embed, 
 
 def test_a_sentence_that_only_names_its_source_stays_a_claim() -> None:
     # Only an opener followed by the claim is cut: a date, or a source that is the answer, stays.
-    for answer in ("In the 1990s, the office moved to Osaka.", "The manual.", "Results show that it lowers heat."):
+    for answer in ("In the 1990s, the office moved to Osaka.", "The manual.", "Results show that it lowers heat.",
+                   "The steps are described in the manual.", "Open it in text mode (the default).",
+                   "Calling aiterator.__anext__ returns an awaitable."):
         assert unframed(answer) == answer
