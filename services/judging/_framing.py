@@ -20,7 +20,6 @@ from services.judging._lexicon import (
     SOURCE_WORDS,
     alternation,
 )
-from services.judging._sentences import answer_sentences
 
 
 def _any_of(words: tuple[str, ...]) -> str:
@@ -33,21 +32,26 @@ _DETERMINER = r"(?:(?:the|this|these|those|your|my|our)\s+)"
 _SOURCE = (rf"(?:(?:{_any_of(SOURCE_QUALIFIERS)})\s+)*(?:{_any_of(SOURCE_WORDS)})"
            r"(?:\s*#?\d+(?:\s*(?:,|and|&)\s*#?\d+)*)?(?:\s*\[[\d,\s]+\])?")
 _NAMED_SOURCE = rf"{_DETERMINER}?{_SOURCE}"
+# Where a sentence starts: the text's start, or after a sentence's end. The rules read the
+# answer's text as written (not split into sentences), so that a quote or a list it gives
+# ('"()"', "[0, 2]") stays as it is.
+_STARTS = r"(^|[.!?]\s+|\n\s*)"
 _OPENER = re.compile(
-    rf"^(?:(?:{_any_of(ATTRIBUTION_OPENERS)})\s+{_NAMED_SOURCE}\s*[,:]"  # According to the context,
+    rf"{_STARTS}(?:(?:{_any_of(ATTRIBUTION_OPENERS)})\s+{_NAMED_SOURCE}\s*[,:]"  # According to the context,
     rf"|{_DETERMINER}{_SOURCE}\s+(?:{_any_of(SOURCE_VERBS)})(?:\s+that)?\s*[,:]?"  # The documents state that
     rf"|(?:{_any_of(HEDGE_OPENERS)})(?:\s+that)?\s*,?"  # It seems that
     rf"|(?:{_any_of(ANSWER_LABELS)}))\s+",  # Answer:
     re.IGNORECASE)
 # ", as stated in the context." closing a sentence; a comma before it, so that "X is described
 # in the manual." keeps what it says of the manual.
-_CLOSER = re.compile(rf",\s*(?:{_any_of(ATTRIBUTION_OPENERS)})\s+{_NAMED_SOURCE}(?=\s*[.!]?\s*$)", re.IGNORECASE)
+_CLOSER = re.compile(rf",\s*(?:{_any_of(ATTRIBUTION_OPENERS)})\s+{_NAMED_SOURCE}(?=\s*[.!]?(?:\s|$))", re.IGNORECASE)
 # "(source: context 1)", "(Document 2)", "[see the manual]" anywhere
 _CITED = re.compile(rf"\s*[(\[]\s*(?:(?:sources?|see|cf\.?|from|ref\.?)\s*:?\s*)?{_NAMED_SOURCE}\s*[)\]]",
                     re.IGNORECASE)
+# A courtesy, to the end of its sentence; a line naming only sources, to the end of the line.
+_COURTESY = re.compile(rf"{_STARTS}(?:{_any_of(COURTESY_OPENERS)})\b[^.!?\n]*[.!?]*", re.IGNORECASE)
+_SOURCE_LINE = re.compile(rf"(^|\n)\s*(?:{_any_of(SOURCE_LINE_LABELS)})\s*:[^\n]*", re.IGNORECASE)
 _BOLD = re.compile(r"\*\*")  # not "__": "__anext__" is a name
-_COURTESY = re.compile(rf"^(?:{_any_of(COURTESY_OPENERS)})\b", re.IGNORECASE)
-_SOURCE_LINE = re.compile(rf"^(?:{_any_of(SOURCE_LINE_LABELS)})\s*:", re.IGNORECASE)
 
 
 def unframed(answer: str) -> str:
@@ -55,16 +59,8 @@ def unframed(answer: str) -> str:
     head office is in Osaka (Document 1). Let me know if you need anything else!" claims "the
     head office is in Osaka." An answer with none of it is returned as it is, and so is one that
     is nothing else (it claims nothing either way)."""
-    sentences = answer_sentences(answer)
-    kept = [_unframed_sentence(s) for s in sentences if not _COURTESY.match(s) and not _SOURCE_LINE.match(s)]
-    kept = [s for s in kept if any(ch.isalnum() for ch in s)]
-    if kept == sentences or not kept:
-        return answer
-    return " ".join(kept)
-
-
-def _unframed_sentence(sentence: str) -> str:
-    plain = _CLOSER.sub("", _CITED.sub("", _BOLD.sub("", sentence)))
-    while (shorter := _OPENER.sub("", plain, count=1)) != plain:  # "Answer: according to the context, ..."
-        plain = shorter
-    return plain.strip()
+    text = _CITED.sub("", _BOLD.sub("", answer))
+    text = _CLOSER.sub("", _SOURCE_LINE.sub(r"\1", _COURTESY.sub(r"\1", text)))
+    while (shorter := _OPENER.sub(r"\1", text)) != text:  # "Answer: according to the context, ..."
+        text = shorter
+    return text.strip() or answer
