@@ -479,3 +479,9 @@ def test_a_sentence_that_only_names_its_source_stays_a_claim() -> None:
                    "The steps are described in the manual.", "Open it in text mode (the default).",
                    "Calling aiterator.__anext__ returns an awaitable."):
         assert unframed(answer) == answer
+
+
+def test_a_conditional_that_reads_like_a_courtesy_is_a_claim() -> None:
+    answer = "Use nanmax. If you have any NaN values, max returns nan."
+    assert unframed(answer) == answer
+    assert unframed("Use nanmax. If you have any questions, let me know.") == "Use nanmax."
