@@ -53,10 +53,11 @@ class Claim:
 def polar_reply(answer: str) -> tuple[str | None, str]:
     """The 'yes' or 'no' an answer opens with, if any, and the rest of it: ("no", "it returns a
     view.") for "No, it returns a view."; (None, answer) for an answer that opens otherwise."""
-    match = _POLAR.match(strip_markers(answer))
+    plain = strip_markers(answer)
+    match = _POLAR.match(plain)
     if match is None:
         return None, answer
-    return match.group("word").lower(), strip_markers(answer)[match.end():]
+    return match.group("word").lower(), plain[match.end():]
 
 
 def what_is_said(question: str, answer: str) -> tuple[str, str | None]:
