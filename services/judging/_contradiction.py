@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.judging._lexical import PHRASING, Term, coverage, is_negated, negations
+from services.judging._lexical import PHRASING, Term, coverage, is_negated, negated_conditions, negations, stems
 from services.judging._opposites import negated_by_prefix, opposite_word, substitution, swapped
 
 # A hard rule has to flag unanswerable questions' answers at least this many times as often
@@ -133,7 +133,7 @@ def contradiction(query: str, terms: Sequence[Term], sentences: Sequence[str]) -
 def _findings(query: str, terms: Sequence[Term], best: str) -> list[tuple[str, str, str]]:
     """(kind, question word, sentence word) of every rule that fires, in RULES order."""
     found: list[tuple[str, str, str]] = []
-    if any(t.negation for t in terms) and not is_negated(best):
+    if not is_negated(best) and (any(t.negation for t in terms) or _states_a_negated_condition(query, best)):
         found.append(("without_condition", "without", "") if negations(query) == {"without"}
                      else ("negated_question", "not", ""))
     pairs: list[tuple[str, Callable[[str, str], tuple[str, str] | None]]] = [
@@ -146,3 +146,9 @@ def _findings(query: str, terms: Sequence[Term], best: str) -> list[tuple[str, s
     if replaced := substitution(query, best, phrasing=PHRASING):
         found.append((f"substituted_{replaced[0]}", replaced[1], replaced[2]))
     return found
+
+
+def _states_a_negated_condition(query: str, sentence: str) -> bool:
+    """Whether the sentence states what a condition of the question negates: all of its words."""
+    said = stems(sentence)
+    return any(condition and condition <= said for condition in negated_conditions(query))

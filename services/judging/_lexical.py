@@ -21,8 +21,9 @@ from services.retrieval.entities import extract_entities, mentions
 from services.retrieval.expansion import PHRASING_WORDS
 from services.retrieval.text import STOPWORDS, tokenize
 
-__all__ = ["PHRASING", "Segment", "Term", "clean", "containment", "coverage", "covers", "decompose", "facts",
-           "is_negated", "missing", "negations", "query_terms", "quoted_list", "segment_chunk", "stems"]
+__all__ = ["PHRASING", "Segment", "Term", "asks_negated", "clean", "containment", "coverage", "covers", "decompose",
+           "facts", "is_negated", "missing", "negated_conditions", "negations", "query_terms", "quoted_list",
+           "segment_chunk", "stems"]
 
 _FILLER = PHRASING_WORDS  # an answer need not repeat how a question is phrased
 # How a question is asked rather than what about: never a word an answer has to repeat or replace.
@@ -34,6 +35,14 @@ PHRASING = _FILLER | AUXILIARIES
 _NEGATION = re.compile(rf"\b(?:{alternation(NEGATION_WORDS)})\b|n[’']t\b", re.IGNORECASE)
 # "whether or not", "may or may not": a question naming both ways is not negated.
 _BOTH_WAYS = re.compile(r"\bor\s+(?:\w+\s+)?not\b", re.IGNORECASE)
+_SAY_NOT = frozenset({"n't", "cannot"})  # "doesn't", "cannot": each is a "not"
+# Where a negator may be capitalised and still negate; elsewhere "None" or "NOT" is a name.
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\W*)$")
+_PREMISED = re.compile(r"^\W*(?:why|how\s+come)\b", re.IGNORECASE)  # its negation is given
+# A condition, up to the clause's end: "if", "unless", "whenever" anywhere; "when", "while" and
+# "once" unless they ask ("When did ...?").
+_CONDITION = re.compile(rf"\b(?:if|unless|whenever|(?:when|while|once)(?!\s+(?:{alternation(AUXILIARIES)}|\w+n[’']t)\b))\b[^,;:?]*",
+                        re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,37 @@ def is_negated(text: str) -> bool:
 
 
 def negations(text: str) -> frozenset[str]:
-    """The negation words of a text, lower case ("n't" for a contracted one), leaving out
-    those of a phrase naming both ways ("whether or not")."""
-    return frozenset(m.lower().replace("’", "'") for m in _NEGATION.findall(_BOTH_WAYS.sub(" ", text)))
+    """The negation words of a text, lower case, leaving out those of a phrase naming both ways
+    ("whether or not") and those written as names. "doesn't", "cannot" and "can not" all say
+    "not": a claim with one where its context has the other turns nothing around."""
+    found = set()
+    text = _BOTH_WAYS.sub(" ", text)
+    for match in _NEGATION.finditer(text):
+        word = match.group(0)
+        if not word.islower() and not _SENTENCE_START.search(text[:match.start()]):
+            continue  # "other than None", "bitwise NOT": a value and an operator, not negators
+        word = word.lower().replace("’", "'")
+        found.add("not" if word in _SAY_NOT else word)
+    return frozenset(found)
+
+
+def asks_negated(question: str) -> bool:
+    """Whether the question asks about a negated statement ("What did X not do?"). A negation
+    in a condition (negated_conditions) asks nothing, nor does the premise of a why ("Why
+    doesn't str.replace change my string?" is answered by a cause, not by a "not")."""
+    if _PREMISED.match(question):
+        return False
+    return bool(negations(_CONDITION.sub(" ", question)))
+
+
+def negated_conditions(question: str) -> tuple[frozenset[str], ...]:
+    """The content stems of each negated condition of the question: "what if it doesn't divide
+    evenly?" is answered by what happens then ("an error is raised"), and contradicted only by
+    a sentence stating the condition unnegated ("The array divides evenly ...")."""
+    if _PREMISED.match(question):
+        return ()
+    return tuple(frozenset(tokenize(m.group(0))) - NEGATED_AUXILIARIES
+                 for m in _CONDITION.finditer(question) if negations(m.group(0)))
 
 
 def query_terms(query: str) -> tuple[Term, ...]:
@@ -83,7 +120,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
         if stem and stem[0] not in seen:
             seen.add(stem[0])
             terms.append(Term(word, (stem[0],), False))
-    if negations(query):
+    if asks_negated(query):
         terms.append(Term("not", (), False, negation=True))
     return tuple(terms)
 

@@ -31,9 +31,19 @@ _WORDS = re.compile(r"\w+|[.!?](?=\s|$)")
 _FIGURE = re.compile(r"\d")
 
 
+# A negation contracted, fused or spelled out is one wording: "doesn't" quotes "does not".
+_CONTRACTED = re.compile(r"\b(?:(can|won)['’]t|cannot)\b|n['’]t\b")
+
+
+def _spelled_out(match: re.Match[str]) -> str:
+    if match.group(0).startswith("n"):
+        return " not"  # "doesn't"
+    return ("will" if match.group(1) == "won" else "can") + " not"  # "won't", "can't", "cannot"
+
+
 @lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[str, ...]:
-    return tuple(_WORDS.findall(text.lower()))
+    return tuple(_WORDS.findall(_CONTRACTED.sub(_spelled_out, text.lower())))
 
 
 def changed_quote(claim: str, contexts: Sequence[str], question: str = "") -> tuple[str, str] | None:

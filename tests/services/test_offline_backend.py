@@ -301,7 +301,7 @@ def test_a_negated_question_is_covered_only_by_a_negated_sentence() -> None:
     assert lex.missing(terms, [positive]) == ["not"]
     assert not any(t.negation for t in lex.query_terms("Which axes did the controller calibrate?"))
     # The stem of a negated auxiliary is phrasing, not something an answer should repeat.
-    assert [t.surface for t in lex.query_terms("Why didn't the axis move?")] == ["axis", "move", "not"]
+    assert [t.surface for t in lex.query_terms("Which axis didn't move?")] == ["axis", "move", "not"]
 
 
 def test_a_negated_question_needs_the_negation_in_its_best_matching_sentence() -> None:
@@ -452,6 +452,41 @@ def test_a_question_naming_both_ways_is_not_negated() -> None:
     assert not any(t.negation for t in lex.query_terms("What decides whether or not the axis moves?"))
     assert not any(t.negation for t in lex.query_terms("What limits how fast a robot may or may not move?"))
     assert any(t.negation for t in lex.query_terms("Which axes may not move?"))
+
+
+def test_a_negation_the_question_does_not_ask_about_makes_no_negated_question() -> None:
+    from services.judging import _lexical as lex
+    from services.judging._contradiction import contradiction
+
+    def asks_negated(query: str) -> bool:
+        return any(t.negation for t in lex.query_terms(query))
+
+    # A why's negation is its premise: the answer gives a cause.
+    assert not asks_negated("Why didn't the axis move?")
+    why = "Why doesn't str.replace change my string?"
+    assert contradiction(why, lex.query_terms(why), ["Strings are immutable, so str.replace returns a new string."]) is None
+    # A negated condition asks nothing; a sentence stating the condition unnegated contradicts it.
+    query = "Which element does list.pop() remove when I don't pass an index?"
+    assert not asks_negated(query) and not asks_negated("If my class doesn't define __eq__, how does == decide?")
+    terms = lex.query_terms(query)
+    assert contradiction(query, terms, ["By default the last item is removed and returned."]) is None
+    found = contradiction(query, terms, ["When you pass an index, list.pop() removes the item at that index."])
+    assert found is not None and found.kind == "negated_question"
+    # "When" that asks is not a condition.
+    assert asks_negated("When didn't the controller calibrate axis J5?")
+    assert asks_negated("What did the controller not calibrate, if anything?")
+
+
+def test_negations_read_what_a_text_denies() -> None:
+    from services.judging._lexical import negations
+
+    # Contracted and fused forms deny alike: a claim with one where its context has another turns nothing around.
+    assert negations("It doesn't move.") == negations("It does not move.") == negations("It can't move.") \
+        == negations("It cannot move.") == {"not"}
+    # A negator written as a name is no negation: a value, an operator.
+    assert negations("It returns None if the key is absent.") == frozenset()
+    assert negations("Bitwise NOT flips every bit.") == frozenset()
+    assert negations("None of the axes moved. Not one.") == {"none", "not"}
 
 
 SWAP = "The controller calibrated axes J1 to J4 after the battery swap. [1]"

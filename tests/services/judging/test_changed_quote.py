@@ -45,6 +45,11 @@ def test_a_quote_a_paraphrase_or_a_swap_that_changes_nothing_is_not() -> None:
     # A paraphrase changes too much to be read as a quote; a short phrase is not compared.
     assert changed_quote("The Nyquist term counts as a positive frequency here, unlike in fftfreq.", [PASSAGE]) is None
     assert changed_quote("considered to be negative", [PASSAGE]) is None
+    # A negation contracted or spelled out is the same words.
+    context = ["numpy.append does not occur in-place: a new array is allocated and filled. It cannot fail."]
+    assert changed_quote("No, numpy.append doesn't occur in-place; a new array is allocated.", context) is None
+    assert changed_quote("numpy.append does not occur in-place. It can't fail.", context) is None
+    assert changed_quote("numpy.append does always occur in-place: a new array is allocated.", context) == ("always", "not")
 
 
 def test_the_judge_names_the_swap_and_never_auto_accepts_it(embed) -> None:  # type: ignore[no-untyped-def]

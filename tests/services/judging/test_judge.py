@@ -200,6 +200,24 @@ def test_a_concise_answer_to_a_negated_question_is_not_read_as_its_opposite(embe
     # A sentence restating the question is still read against it.
     stated = judge_answer(question, "The array divides evenly into three equal parts.", contexts, embed=embed)
     assert stated.features["contradiction"] > 0.0
+    # A sentence giving what happens then is no contradiction: the question's "doesn't" sits in
+    # its condition and asks nothing.
+    consequence = judge_answer(question, "An error is raised.", contexts, embed=embed)
+    assert consequence.features["contradiction"] == 0.0 and "opposite" not in consequence.reason
+
+
+def test_a_negation_written_another_way_is_not_a_reversal(embed) -> None:  # type: ignore[no-untyped-def]
+    question = "Why doesn't str.replace change my string?"
+    contexts = ["Strings are immutable in Python, so a method such as str.replace cannot change the string it is "
+                "called on; it returns a new string instead."]
+    for answer in ("It can't change it because strings are immutable.",
+                   "Str.replace doesn't change the string because strings are immutable."):
+        verdict = judge_answer(question, answer, contexts, embed=embed)
+        assert verdict.features["reversal"] == 0.0 and verdict.features["contradiction"] == 0.0, verdict.reason
+        assert verdict.label == SUPPORTED
+    turned = judge_answer(question, "Str.replace can change the string because strings are immutable.", contexts,
+                          embed=embed)
+    assert turned.features["reversal"] == 1.0 and "'not'" in turned.reason and turned.label != SUPPORTED
 
 
 def test_a_sentence_opening_with_a_pronoun_speaks_of_what_the_sentence_before_named(embed) -> None:  # type: ignore[no-untyped-def]
