@@ -22,7 +22,7 @@ from services.retrieval.expansion import PHRASING_WORDS
 from services.retrieval.text import STOPWORDS, tokenize
 
 __all__ = ["PHRASING", "Segment", "Term", "asks_negated", "clean", "containment", "coverage", "covers", "decompose",
-           "facts", "is_negated", "missing", "negated_conditions", "negations", "query_terms", "quoted_list",
+           "facts", "is_negated", "missing", "negated_conditions", "negations", "negators", "query_terms", "quoted_list",
            "segment_chunk", "stems"]
 
 _FILLER = PHRASING_WORDS  # an answer need not repeat how a question is phrased
@@ -32,10 +32,9 @@ PHRASING = _FILLER | AUXILIARIES
 # not composed of X" is not answered by "It is composed of X". Negation words are stopwords
 # to retrieval, so the query's negation becomes a term of its own that only a negated text
 # covers. The stems of negated auxiliaries ("didn" of "didn't") are phrasing, not terms.
-_NEGATION = re.compile(rf"\b(?:{alternation(NEGATION_WORDS)})\b|n[’']t\b", re.IGNORECASE)
+_NEGATION = re.compile(rf"\b(?:{alternation(NEGATION_WORDS)})\b|\w*n[’']t\b", re.IGNORECASE)
 # "whether or not", "may or may not": a question naming both ways is not negated.
 _BOTH_WAYS = re.compile(r"\bor\s+(?:\w+\s+)?not\b", re.IGNORECASE)
-_SAY_NOT = frozenset({"n't", "cannot"})  # "doesn't", "cannot": each is a "not"
 # Where a negator may be capitalised and still negate; elsewhere "None" or "NOT" is a name.
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\W*)$")
 _PREMISED = re.compile(r"^\W*(?:why|how\s+come)\b", re.IGNORECASE)  # its negation is given
@@ -67,15 +66,20 @@ def negations(text: str) -> frozenset[str]:
     """The negation words of a text, lower case, leaving out those of a phrase naming both ways
     ("whether or not") and those written as names. "doesn't", "cannot" and "can not" all say
     "not": a claim with one where its context has the other turns nothing around."""
-    found = set()
+    return frozenset(negators(text))
+
+
+def negators(text: str) -> dict[str, str]:
+    """negations(text), each with the first word that says it, as written ("not": "doesn't")."""
+    found: dict[str, str] = {}
     text = _BOTH_WAYS.sub(" ", text)
     for match in _NEGATION.finditer(text):
-        word = match.group(0)
-        if not word.islower() and not _SENTENCE_START.search(text[:match.start()]):
+        written = match.group(0)
+        if not written.islower() and not _SENTENCE_START.search(text[:match.start()]):
             continue  # "other than None", "bitwise NOT": a value and an operator, not negators
-        word = word.lower().replace("’", "'")
-        found.add("not" if word in _SAY_NOT else word)
-    return frozenset(found)
+        word = written.lower().replace("’", "'")
+        found.setdefault("not" if word == "cannot" or word.endswith("n't") else word, written)
+    return found
 
 
 def asks_negated(question: str) -> bool:

@@ -31,14 +31,13 @@ _WORDS = re.compile(r"\w+|[.!?](?=\s|$)")
 _FIGURE = re.compile(r"\d")
 
 
-# A negation contracted, fused or spelled out is one wording: "doesn't" quotes "does not".
-_CONTRACTED = re.compile(r"\b(?:(can|won)['’]t|cannot)\b|n['’]t\b")
+# A negation contracted or spelled out is one wording: "doesn't" quotes "does not", "can't"
+# quotes "cannot" (which stays one word: "cannot" for "can" is a swap).
+_CONTRACTED = re.compile(r"\b(can|won)['’]t\b|n['’]t\b")
 
 
 def _spelled_out(match: re.Match[str]) -> str:
-    if match.group(0).startswith("n"):
-        return " not"  # "doesn't"
-    return ("will" if match.group(1) == "won" else "can") + " not"  # "won't", "can't", "cannot"
+    return {"can": "cannot", "won": "will not"}.get(match.group(1) or "", " not")
 
 
 @lru_cache(maxsize=8192)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.judging._lexical import Term, coverage, negations
+from services.judging._lexical import Term, coverage, negations, negators
 from services.judging._lexicon import ANTONYM_PAIRS, REVERSAL_PAIRS
 from services.judging._morphology import related_in
 from services.judging._opposites import negated_by_prefix
@@ -139,10 +139,11 @@ def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
     turns around and does not say itself, or negates what the evidence states ("cannot" for
     "can": (the negation, "")) or states what it negates (("", the negation)). Capitalised
     words are names ("South Carolina"), except states in capitals (_reversible_words)."""
-    flipped = negations(claim) ^ negations(evidence)
+    claimed_not, stated_not = negators(claim), negators(evidence)
+    flipped = claimed_not.keys() ^ stated_not.keys()
     if flipped:
         word = sorted(flipped)[0]
-        return (word, "") if word in negations(claim) else ("", word)
+        return (claimed_not[word], "") if word in claimed_not else ("", stated_not[word])
     said = {_stem_of(w): w for w in _reversible_words(evidence)}
     claimed = {_stem_of(w): w for w in _reversible_words(claim)}
     for stem, word in claimed.items():
