@@ -27,7 +27,7 @@ def balanced(cases: list[JudgeCase], comparisons: dict[str, str], seed: int) -> 
         return any(comparisons[w] == case.kind and w in kinds_of[case.question_id] for w in comparisons)
 
     kept: list[JudgeCase] = []
-    for style in ("concise", "sentence", "restated"):
+    for style in ("concise", "sentence", "restated", "reply"):
         right = [c for c in cases if c.style == style and c.label == 1]
         wrong = [c for c in cases if c.style == style and c.label == 0]
         if len(right) > len(wrong):

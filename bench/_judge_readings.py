@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench._common import log
@@ -23,7 +23,7 @@ from bench.judge_set import JudgeCase
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / "bench" / ".cache"
 _SOURCES = (ROOT / "services" / "judging", ROOT / "bench" / "judge_set.py", ROOT / "bench" / "_judge_text.py",
-            ROOT / "bench" / "_judge_sources.py", ROOT / "bench" / "_judge_balance.py")
+            ROOT / "bench" / "_judge_sources.py", ROOT / "bench" / "_judge_balance.py", ROOT / "bench" / "_judge_replies.py")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class Signals:
     features: dict[str, float]
     abstains: bool
     adds_nothing: bool
+    bare_reply: bool = False  # a bare yes or no: decided by its polarity, not fitted on
+    reply_agrees: bool | None = None  # ...going with the way the contexts take the question, or not
 
 
 def judge_digest(model_name: str) -> str:
@@ -64,7 +66,8 @@ class Reader:
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
-                    self.known[row["key"]] = Signals(row["features"], row["abstains"], row["adds_nothing"])
+                    self.known[row["key"]] = Signals(row["features"], row["abstains"], row["adds_nothing"],
+                                                     row["bare_reply"], row["reply_agrees"])
                 except (ValueError, KeyError):  # a line cut short by an interrupted run: read it again
                     continue
             log(f"judge readings: {len(self.known)} cached in {self.path.name}")
@@ -77,12 +80,13 @@ class Reader:
         if key not in self.known:
             contexts = [c for c in case.contexts if c and c.strip()]  # as judge_answer reads them
             reading = read_answer(case.question, case.answer, contexts, embed=self.embed)
-            self.known[key] = Signals(reading.features, reading.abstains, reading.adds_nothing)
+            signals = Signals(reading.features, reading.abstains, reading.adds_nothing, reading.bare_reply is not None,
+                              reading.reply_agrees)
+            self.known[key] = signals
             if self.use_cache:
                 CACHE_DIR.mkdir(exist_ok=True)
                 with self.path.open("a", encoding="utf-8") as cache:
-                    cache.write(json.dumps({"key": key, "features": reading.features, "abstains": reading.abstains,
-                                            "adds_nothing": reading.adds_nothing}) + "\n")
+                    cache.write(json.dumps({"key": key, **asdict(signals)}) + "\n")
         return self.known[key]
 
 

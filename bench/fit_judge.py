@@ -47,7 +47,7 @@ def main() -> None:
 
     from bench._judge_readings import read_cases
     from bench.judge_set import build_cases
-    from services.judging.judge import supported_probability
+    from services.judging.judge import decide
     from services.judging.model import PRIOR_WEIGHTS, fit
     from services.judging.verdict import grounded
     from services.settings import get_settings
@@ -56,14 +56,17 @@ def main() -> None:
     cases = [c for c in build_cases(corpora, args.per_corpus, args.seed) if c.split == "train"]
     readings = read_cases(cases, model_name=get_settings().embedding_model, use_cache=not args.no_cache,
                           progress=lambda i, n: log(f"  features: {i}/{n}") if i % 500 == 0 else None)
-    rows = [r.features for r in readings]
     labels = [int(c.label) for c in cases]
+    # A bare yes or no is read as its question's statement, the same signals either way: its
+    # polarity decides it (services.judging.polarity), and fitting on it would teach noise.
+    fitted = [i for i, r in enumerate(readings) if not r.bare_reply]
+    rows, fitted_labels = [readings[i].features for i in fitted], [labels[i] for i in fitted]
     trained_on = {"corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed, "split": "train",
                   "builder": "bench/judge_set.py", "fitted": today(), "precision_on": args.precision_on,
                   "not_fitted": {name: f"prior weight {w}: no such model is reachable here" for name, w in PRIOR_WEIGHTS.items()}}
-    draft = fit(rows, labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
+    draft = fit(rows, fitted_labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
     # As the judge decides: its caps applied, and only a grounded, non-abstaining answer accepted.
-    scores = [0.0 if r.abstains else supported_probability(r.features, adds_nothing=r.adds_nothing, model=draft)
+    scores = [0.0 if r.abstains else decide(r.features, adds_nothing=r.adds_nothing, model=draft, reply_agrees=r.reply_agrees)[0]
               for r in readings]
     gated = [s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)]
     if args.precision_on == "pooled":
@@ -73,7 +76,7 @@ def main() -> None:
                                          [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision)
                         for corpus in corpora)
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
-    model = fit(rows, labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
+    model = fit(rows, fitted_labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
                 trained_on=trained_on, regularization=args.regularization)
     args.out.write_text(json.dumps(model.to_dict(), indent=2) + "\n", encoding="utf-8")
     log(f"wrote {args.out}")

@@ -166,7 +166,7 @@ def _judge() -> tuple[Scorer, Callable[[JudgeCase], bool]]:
         read = reader.read(case)
         if read.abstains or not any(c.strip() for c in case.contexts):
             return 0.0, False  # judge_answer: abstained, or nothing to check it against
-        p, label = decide(read.features, adds_nothing=read.adds_nothing, model=model)
+        p, label = decide(read.features, adds_nothing=read.adds_nothing, model=model, reply_agrees=read.reply_agrees)
         return p, label == SUPPORTED
 
     return (lambda case: decided(case)[0]), (lambda case: decided(case)[1])

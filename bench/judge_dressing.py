@@ -60,7 +60,9 @@ def main() -> None:
 
     def p_supported(case: JudgeCase) -> float:
         read = reader.read(case)
-        return 0.0 if read.abstains else decide(read.features, adds_nothing=read.adds_nothing, model=model)[0]
+        if read.abstains:
+            return 0.0
+        return decide(read.features, adds_nothing=read.adds_nothing, model=model, reply_agrees=read.reply_agrees)[0]
 
     out: dict[str, dict[str, object]] = {}
     for corpus in args.corpora.split(","):

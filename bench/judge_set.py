@@ -5,8 +5,9 @@ its contexts, built from SQuAD 2.0 half-dev, python-reference, numpy-api and the
 
 prints the counts per corpus and kind and the length-only AUROC (stderr). Pure and seeded:
 build_cases(corpora, per_corpus, seed) gives the same cases for the same arguments. Each
-question yields up to fourteen kinds of answer (KINDS); right and wrong come in the same styles
-(concise, sentence, restated) in equal numbers per corpus, so length cannot tell them apart.
+question yields up to sixteen kinds of answer (KINDS); right and wrong come in the same styles
+(concise, sentence, restated, a bare yes/no reply) in equal numbers per corpus, so length cannot
+tell them apart.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._judge_balance import balanced  # noqa: E402
+from bench._judge_replies import reply_cases  # noqa: E402
 from bench._judge_sources import CORPORA, Corpus, Question, Value, load, passage  # noqa: E402
 from bench._judge_text import (  # noqa: E402
     change_number,
@@ -48,7 +50,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "changed_number": (0, "sentence"), "same_passage_name": (0, "concise"), "same_passage_restated": (0, "restated"),
     "wrong_option": (0, "concise"),
     "reversed": (0, "sentence"), "abstention": (0, "concise"), "other_passage": (0, "sentence"),
-    "nothing_retrieved": (0, "sentence"),
+    "nothing_retrieved": (0, "sentence"), "right_reply": (1, "reply"), "wrong_reply": (0, "reply"),
 }
 # Each wrong kind is compared with the right kind of the same form, on the same questions.
 COMPARISONS: dict[str, str] = {
@@ -56,7 +58,7 @@ COMPARISONS: dict[str, str] = {
     "same_passage_restated": "right_restated",
     "abstention": "right_concise", "wrong_option": "right_option", "changed_number": "right_sentence",
     "reversed": "right_sentence", "other_passage": "right_sentence",
-    "nothing_retrieved": "right_sentence",
+    "nothing_retrieved": "right_sentence", "wrong_reply": "right_reply",
 }
 ABSTENTIONS = ("I don't know.", "The provided context does not say.", "Not enough information to answer.", "")
 MAX_SENTENCE_CHARS = 400
@@ -150,6 +152,11 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
         if flipped is not None:
             how = "doubled" if re.fullmatch(r"[\d.,]+\w*", flipped[1]) else "reversed"
             add("reversed", flipped[0], f"{flipped[1]!r} {how} to {flipped[2]!r}", flipped[2])
+        turned = flipped or changed
+        if turned is not None:
+            # Drawn apart, so that the other kinds stay the cases they were before replies came.
+            for kind, asked, reply in reply_cases(sentence, turned[0], random.Random(f"{corpus.name}/{q.qid}/reply")):
+                add(kind, reply, f"{turned[1]!r} turned to {turned[2]!r} in the asked sentence", question=asked)
         # A RAG system answering from the wrong retrieved passage: every word is in the
         # contexts, and none of it is about the question.
         elsewhere = _other_passage_sentence([c for c in contexts if c != gold], sentence, rng)

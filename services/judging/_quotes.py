@@ -15,6 +15,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 
 from services.judging._lexicon import CARDINAL_VALUES
+from services.retrieval.text import tokenize
 
 MIN_WORDS = 5  # a shorter claim is a phrase, not a quote to compare
 QUOTED_SHARE = 0.75  # share of the claim's words the context stretch must hold, in order
@@ -85,10 +86,17 @@ def changed_quote(claim: str, contexts: Sequence[str], question: str = "") -> tu
                 continue
         if "".join(new) == "".join(old):  # the same characters split otherwise ("2**x2" read as "2x2")
             continue
-        if set(new) <= _TRIVIAL or set(old) <= _TRIVIAL or set(new) <= asked:
+        if set(new) <= _TRIVIAL or set(old) <= _TRIVIAL or set(new) <= asked or _inflected(new, old):
             continue
         return " ".join(new), " ".join(old)
     return None
+
+
+def _inflected(new: tuple[str, ...], old: tuple[str, ...]) -> bool:
+    """The same words in other forms ("lower" for "lowers": a question's "Does it lower ...?" quoting
+    "It lowers ..."): the stemmer makes them one; a figure is never another's form."""
+    return len(new) == len(old) and all(
+        a == b or (not _figure(a) and tokenize(a) == tokenize(b) != []) for a, b in zip(new, old, strict=True))
 
 
 def _figure(word: str) -> bool:

@@ -37,6 +37,7 @@ _EXPECTED = (
 # of the question and asks nothing: "Why do I get an error when I write into the diagonal?",
 # "random ints where the upper bound is included", "remainder whose sign follows the dividend".
 _AUXILIARY = r"(?:do|does|did|is|are|was|were|will|would|can|could|should|shall|has|have|had|must|may|might)"
+_OPENING_VERB = re.compile(rf"\s*{_AUXILIARY}(?:n['’]t)?\b", re.IGNORECASE)
 _ASKING = re.compile(r"(?:^|[,;:(]|\s[-–—]|\b(?:and|but|or|in|on|at|during|by|from|to|for|of|with|after|before|"
                      r"since|until|over|under|about|around|into|within|through|between|among|per|like))\s*"
                      r"(?P<word>why|how|what|which|who|whom|whose|when|where)\b|"
@@ -78,9 +79,13 @@ def expected_kind(question: str) -> Expected:
 
 
 def asks_yes_or_no(question: str) -> bool:
-    """Whether `question` names no options and no wh-word: a yes/no question ("Does argmax ...?")
-    or a search-style query, either of which a bare yes or no can answer."""
-    return not _options(question) and _ASKING.search(_CONDITION.sub("", question)) is None
+    """Whether `question` names no options and asks with no wh-word: a yes/no question ("Does
+    argmax ...?"; one opening with its verb asks yes or no whatever wh-words its clauses hold:
+    "Is it a problem where one output is expected?") or a search-style query, either of which a
+    bare yes or no can answer."""
+    if _options(question):
+        return False
+    return _OPENING_VERB.match(question) is not None or _ASKING.search(_CONDITION.sub("", question)) is None
 
 
 def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str) -> float:

@@ -37,6 +37,8 @@ ABSTENTION_MAX_WORDS = 25
 # "Yes," or "No." opening an answer says which way it answers a yes/no question: not a word the
 # contexts must hold. Only set off by punctuation or alone: "No checking is performed" negates.
 _POLAR = re.compile(r"^\s*[*_]{0,2}(?P<word>yes|no)[*_]{0,2}(?:\s*(?:[,.;:!]+|[–—]+)|\s+-+\s|\s*$)\s*", re.IGNORECASE)
+# "isn't", "won't": a verb and its "n't" are no content words ("isn" and "won" would be).
+_NEGATED_VERB = re.compile(r"\b\w+n['’]t\b", re.IGNORECASE)
 _PHRASING_STEMS = frozenset(s for word in PHRASING for s in tokenize(word))
 
 
@@ -66,13 +68,14 @@ def what_is_said(question: str, answer: str) -> tuple[str, str | None]:
     its courtesies are no claims (unframed). A yes or no opening the answer to a yes/no
     question says which way it answers, not a fact to find: what follows it is the claim. A
     bare one asserts the question's own statement (or denies it); that statement is what the
-    contexts are read for, and which way they take it needs a reader (a model backend or an
-    NLI model), so the judge calls it no more than uncertain."""
+    contexts are read for (services.judging.polarity). A reply whose rest only echoes it ("No,
+    it is not.", "Yes, they do.") is bare: its function words claim nothing to find."""
     said = unframed(answer)
     reply, rest = polar_reply(said) if asks_yes_or_no(question) else (None, said)
     if reply is None:
         return said, None
-    return (unframed(rest), None) if rest.strip() else (question, reply)
+    rest = unframed(rest)
+    return (rest, None) if tokenize(_NEGATED_VERB.sub(" not", rest)) else (question, reply)
 
 
 def is_abstention(answer: str, question: str = "") -> bool:

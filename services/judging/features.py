@@ -22,6 +22,7 @@ from services.judging.claims import answer_claims, is_abstention, is_concise, wh
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
 from services.judging.nli import Entail
+from services.judging.polarity import Polarity, read_polarity, statement
 from services.retrieval.text import tokenize
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
@@ -65,6 +66,11 @@ class Reading:
     # for a word or three it swaps: "negative" for "positive", "2 + x" for "1 + x".
     changed_quote: tuple[str, str] | None = None
     bare_reply: str | None = None  # "yes" or "no" when that is the whole answer
+    polarity: Polarity | None = None  # which way the contexts take the question, for a bare reply
+
+    @property
+    def reply_agrees(self) -> bool | None:  # a bare yes or no with or against the contexts; None: they take no side
+        return self.polarity.agrees(self.bare_reply) if self.bare_reply is not None and self.polarity is not None else None
 
 
 def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: Embed | None,
@@ -98,7 +104,7 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     return Reading(features, words.read, expected, False, words.contradiction_reason, words.adds_nothing,
-                   words.swapped, words.bare_reply)
+                   words.swapped, words.bare_reply, _polarity(question, tuple(contexts)) if words.bare_reply else None)
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,12 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     adds_nothing = not adding or (restates and not concise)
     return Words(features, expected, False, tuple(terms), tuple(pool), read, adding,
                  found.reason if found else None, adds_nothing, swapped, bare_reply)
+
+
+def _polarity(question: str, contexts: tuple[str, ...]) -> Polarity:
+    """The question's statement read as an answer to nothing: all of it is for the contexts to hold."""
+    said = read_words("", statement(question), contexts)
+    return read_polarity(said.read, said.swapped, said.features["word_support"])
 
 
 def texts_read_alone(question: str, answer: str) -> list[str]:

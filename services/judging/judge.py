@@ -16,6 +16,7 @@ from services.judging.evidence import ClaimEvidence
 from services.judging.features import Embed, Reading, read_answer
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.nli import Entail
+from services.judging.polarity import Polarity
 from services.judging.verdict import (
     ABSTAINED,
     GROUNDED_WORD_SUPPORT,
@@ -62,15 +63,25 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
     if not contexts:
         return Verdict(0.0, UNCHECKED, "no context came with the answer: nothing to check it against", False, claims,
                        reading.expected.kind, reading.features, model.version)
-    p, label = decide(reading.features, adds_nothing=reading.adds_nothing, model=model)
+    p, label = decide(reading.features, adds_nothing=reading.adds_nothing, model=model,
+                      reply_agrees=reading.reply_agrees)
     return Verdict(round(p, 4), label, _reason(reading, label, p), label == SUPPORTED, claims, reading.expected.kind,
                    reading.features, model.version)
 
 
-def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel) -> tuple[float, str]:
+def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel,
+           reply_agrees: bool | None = None) -> tuple[float, str]:
     """P(supported) and the label, from the signals of an answer that claims something and has
-    contexts to be checked on (bench/ decides from stored signals with it, as judge_answer does)."""
+    contexts to be checked on (bench/ decides from stored signals with it, as judge_answer does).
+    `reply_agrees`: whether a bare yes or no goes the way the contexts take the question's
+    statement (services.judging.polarity; None where they take no side, or for any other answer)."""
     p = supported_probability(features, adds_nothing=adds_nothing, model=model)
+    if reply_agrees is not None:
+        # The contexts say it plainly: the reply going with them is as sure as a bare reply gets,
+        # the one going against them unsupported, the less so the less the contexts are about it
+        # (its P is at most the question's statement's, read as an answer, and its complement).
+        p_statement = model.probability(features)
+        p = NOTHING_ADDED_CAP if reply_agrees else min(p_statement, 1.0 - p_statement)
     label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
     if label == SUPPORTED and not grounded(features):
         label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
@@ -107,6 +118,8 @@ def _reason(reading: Reading, label: str, p: float) -> str:
 
 def _fault(reading: Reading) -> str | None:
     """The first fault a reviewer should check, most certain first."""
+    if reading.bare_reply:  # its claim is the question's statement: the way the contexts take it is the fault
+        return _bare_reply(reading.bare_reply, reading.polarity)
     f, claims = reading.features, reading.claims
     atoms = [a.surface for c in claims for a in c.unsupported_atoms]
     if atoms:
@@ -118,9 +131,6 @@ def _fault(reading: Reading) -> str | None:
         return f"the answer {reversal_text(reversal)}"
     if reading.changed_quote is not None:
         return f"the answer quotes its context but {reversal_text(reading.changed_quote)}"
-    if reading.bare_reply:
-        return (f"the answer is a bare '{reading.bare_reply}': the contexts can be read for the question's "
-                "statement, but which way they take it needs a reader (a model backend or an NLI model)")
     if reading.adds_nothing:
         return "the answer only restates the question: it adds nothing to check"
     words = [w for c in claims for w in c.unsupported_words]
@@ -137,6 +147,20 @@ def _fault(reading: Reading) -> str | None:
     if f["question_coverage"] < 0.5:
         return "the context sentence that holds the answer is not about what the question asks"
     return None
+
+
+def _bare_reply(reply: str, polarity: Polarity | None) -> str:
+    """Why a bare yes or no is not supported: the way the contexts take the question's statement,
+    or that telling it needs a reader."""
+    bare = f"the answer is a bare '{reply}'"
+    agrees = polarity.agrees(reply) if polarity is not None else None
+    if agrees is None or polarity is None:
+        return (f"{bare}: the contexts can be read for the question's statement, but which way they take it "
+                "needs a reader (a model backend or an NLI model)")
+    way = polarity.turned or "the contexts state the question's statement as asked"
+    if agrees:
+        return f"{bare}, and {way}: a bare reply still needs a reviewer's eye"
+    return f"{bare}, but {way}"
 
 
 def _nearer(claims: Sequence[ClaimEvidence]) -> str:

@@ -16,15 +16,15 @@ CONTEXTS = ["The robot arm is made by Fanuc, whose head office is in Oshino, Yam
             "Its controller weighs 40 kg."]
 
 
-def _case(answer: str) -> JudgeCase:
-    return JudgeCase("handbook", "q1", "right_concise", "concise", "Where is the maker's head office?", answer,
-                     CONTEXTS, 1, "test")
+def _case(answer: str, question: str = "Where is the maker's head office?") -> JudgeCase:
+    return JudgeCase("handbook", "q1", "right_concise", "concise", question, answer, CONTEXTS, 1, "test")
 
 
 def test_cached_signals_are_the_judges_and_decide_as_it_does(tmp_path, monkeypatch):
     monkeypatch.setattr(readings, "CACHE_DIR", tmp_path)
     model_name = get_settings().embedding_model
-    cases = [_case("Oshino, Yamanashi"), _case("Kobe")]
+    asked = "Does the controller weigh 60 kg?"  # a bare reply, decided by the way the contexts take it
+    cases = [_case("Oshino, Yamanashi"), _case("Kobe"), _case("Yes", asked), _case("No", asked)]
     first = readings.read_cases(cases, model_name=model_name)
 
     def unread(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -35,6 +35,7 @@ def test_cached_signals_are_the_judges_and_decide_as_it_does(tmp_path, monkeypat
     assert again == first
     assert first[0].features != first[1].features
     assert first[1].features["unsupported_atom"] == 1.0  # "Kobe" is in no context
+    assert [(r.bare_reply, r.reply_agrees) for r in first] == [(False, None), (False, None), (True, False), (True, True)]
 
 
 def test_the_decision_from_stored_signals_is_judge_answers():
@@ -43,11 +44,11 @@ def test_the_decision_from_stored_signals_is_judge_answers():
     model_name = get_settings().embedding_model
     embed = cached_embedder(model_name)
     model = shipped_model()
-    for answer in ("Oshino, Yamanashi", "Kobe", "The head office of the maker is in Kobe."):
-        case = _case(answer)
+    for case in [*map(_case, ("Oshino, Yamanashi", "Kobe", "The head office of the maker is in Kobe.")),
+                 _case("Yes", "Does the controller weigh 60 kg?"), _case("No", "Does the controller weigh 60 kg?")]:
         signals = readings.Reader(model_name, use_cache=False).read(case)
         verdict = judge_answer(case.question, case.answer, case.contexts, embed=embed)
-        p, label = decide(signals.features, adds_nothing=signals.adds_nothing, model=model)
+        p, label = decide(signals.features, adds_nothing=signals.adds_nothing, model=model, reply_agrees=signals.reply_agrees)
         assert round(p, 4) == verdict.p_supported
         assert label == verdict.label
         assert (label == SUPPORTED) == verdict.auto_accept

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from bench._common import SQUAD_DIR
+from bench._judge_replies import yes_no_question
 from bench._judge_sources import HANDBOOK_DOCS, HANDBOOK_QA
 from bench._judge_text import question_options
 from bench.judge_set import ABSTENTIONS, COMPARISONS, KINDS, JudgeCase, build_cases, length_auroc
@@ -113,3 +114,24 @@ def test_squad_cases_hold_the_same_properties(squad: list[JudgeCase]) -> None:
     assert {c.kind for c in squad} == set(KINDS)
     _check_values(squad)
     assert 0.45 <= length_auroc(squad) <= 0.55  # type: ignore[operator]
+
+
+def test_a_sentence_is_asked_as_it_stands_and_turned_each_answered_both_ways(ours: list[JudgeCase]) -> None:
+    assert yes_no_question("The default timeout is 30 seconds.") == "Is the default timeout 30 seconds?"
+    assert yes_no_question("Kestrel Robotics has a plant in Kobe.") == "Has Kestrel Robotics a plant in Kobe?"
+    assert yes_no_question("Raising it lowers the latency.") is None  # no verb to front
+    assert yes_no_question("Note that the value is 3.") is None  # a clause, not a subject
+    replies: dict[tuple[str, str], list[JudgeCase]] = {}
+    for case in ours:
+        if case.style == "reply":
+            replies.setdefault((case.corpus, case.question_id), []).append(case)
+    assert {corpus for corpus, _ in replies} == set(OURS)
+    for cases in replies.values():
+        questions = {c.question for c in cases}
+        assert len(questions) == 2 and len(cases) == 4
+        for question in questions:
+            answers = {c.label: c.answer.lower() for c in cases if c.question == question}
+            assert {a[:2] for a in answers.values()} == {"ye", "no"}  # one right reply and one wrong, each way
+        # One question (the sentence as it stands) is rightly answered yes, the other (turned) no.
+        right = sorted(c.answer.lower()[:2] for c in cases if c.label == 1)
+        assert right == ["no", "ye"]
