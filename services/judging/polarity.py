@@ -49,11 +49,9 @@ def statement(question: str) -> str:
 def read_polarity(read: Sequence[ClaimEvidence], swapped: tuple[str, str] | None, word_support: float) -> Polarity:
     """The polarity of a statement from its claims read against the contexts (`read`), the quote
     it changes (`swapped`, _quotes.changed_quote) and the share of its words the contexts hold."""
-    reversal = next((r.reversal for r in read if r.reversal), None)
-    if reversal is not None:
-        return Polarity(f"the question's statement {reversal_text(reversal)}")
-    if swapped is not None:
-        return Polarity(f"the question's statement quotes its context but {reversal_text(swapped)}")
+    turned = next((r.reversal for r in read if r.reversal), None) or swapped
+    if turned is not None:
+        return Polarity(f"the question's statement {reversal_text(turned)}")
     # A figure no context holds is the other way only where the sentence the rest stands in puts
     # another figure of its kind: a name or figure of the question's premise the contexts never
     # repeat ("Does argmax ...?" of argmax's own docstring) is not denied by them.
