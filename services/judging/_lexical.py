@@ -22,8 +22,8 @@ from services.retrieval.expansion import PHRASING_WORDS
 from services.retrieval.text import STOPWORDS, tokenize
 
 __all__ = ["PHRASING", "Segment", "Term", "asks_negated", "clean", "containment", "coverage", "covers", "decompose",
-           "facts", "is_negated", "missing", "negated_conditions", "negations", "negators", "query_terms", "quoted_list",
-           "segment_chunk", "stems"]
+           "facts", "is_negated", "missing", "negated_conditions", "negations", "negators", "outside_conditions", "query_terms",
+           "quoted_list", "segment_chunk", "stems"]
 
 _FILLER = PHRASING_WORDS  # an answer need not repeat how a question is phrased
 # How a question is asked rather than what about: never a word an answer has to repeat or replace.
@@ -89,6 +89,13 @@ def asks_negated(question: str) -> bool:
     if _PREMISED.match(question):
         return False
     return bool(negations(_CONDITION.sub(" ", question)))
+
+
+def outside_conditions(text: str, spoken_of: frozenset[str]) -> str:
+    """`text` without the condition clauses none of whose words `spoken_of` (stems) holds: a
+    negation in "If no index is specified, the last item is removed." is the condition's, and a
+    claim about what happens then ("It removes the last item.") leaves nothing of it out."""
+    return _CONDITION.sub(lambda m: m.group(0) if frozenset(tokenize(m.group(0))) & spoken_of else " ", text)
 
 
 def negated_conditions(question: str) -> tuple[frozenset[str], ...]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.judging._lexical import Term, coverage, negations, negators
+from services.judging._lexical import Term, coverage, negations, negators, outside_conditions
 from services.judging._lexicon import ANTONYM_PAIRS, REVERSAL_PAIRS
 from services.judging._morphology import related_in
 from services.judging._opposites import negated_by_prefix
@@ -139,7 +139,10 @@ def turned_around(claim: str, evidence: str) -> tuple[str, str] | None:
     turns around and does not say itself, or negates what the evidence states ("cannot" for
     "can": (the negation, "")) or states what it negates (("", the negation)). Capitalised
     words are names ("South Carolina"), except states in capitals (_reversible_words)."""
-    claimed_not, stated_not = negators(claim), negators(evidence)
+    # A negation inside either side's condition clause ("If no index is specified, ...") is the
+    # condition's: compared only where the other side speaks of that condition.
+    claimed_not = negators(outside_conditions(claim, frozenset(tokenize(evidence))))
+    stated_not = negators(outside_conditions(evidence, frozenset(tokenize(claim))))
     flipped = claimed_not.keys() ^ stated_not.keys()
     if flipped:
         word = sorted(flipped)[0]

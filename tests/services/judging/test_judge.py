@@ -503,3 +503,17 @@ def test_a_conditional_that_reads_like_a_courtesy_is_a_claim() -> None:
     answer = "Use nanmax. If you have any NaN values, max returns nan."
     assert unframed(answer) == answer
     assert unframed("Use nanmax. If you have any questions, let me know.") == "Use nanmax."
+
+
+POP_DOC = ["list.pop([i]): Remove the item at the given position in the list, and return it. If no index is specified, "
+           "a.pop() removes and returns the last item in the list."]
+
+
+def test_a_negation_inside_the_context_s_condition_is_the_condition_s_not_the_answer_s(embed) -> None:  # type: ignore[no-untyped-def]
+    question = "Which element does list.pop() remove when I don't pass an index?"
+    right = judge_answer(question, "It removes and returns the last item in the list.", POP_DOC, embed=embed)
+    assert right.features["reversal"] == 0.0 and right.grounded, right.reason
+    # An answer stating the condition without its "no" still leaves it out.
+    turned = judge_answer(question, "If an index is specified, it removes and returns the last item in the list.", POP_DOC,
+                          embed=embed)
+    assert turned.features["reversal"] == 1.0 and "leaves out the 'no'" in turned.reason
