@@ -113,8 +113,14 @@ _BYTES_SQL = "SELECT runs_month_bytes(:low)"  # the month's tables of runs and o
 _GONE_INTAKE = "DELETE FROM run_intake WHERE run_id IN (SELECT id FROM retention_gone)"
 _IN_MONTH = (" WHERE run_id IN (SELECT id FROM retention_gone) AND run_created_at >= :low "
              "AND run_created_at < CAST(:low AS timestamptz) + interval '1 month'")
-_GONE_IN_MONTH = {child: f"SELECT count(*) FROM {child}" + _IN_MONTH for child in RUN_MONTH_CHILDREN}
-assert {*RUN_MONTH_CHILDREN, "run_intake"} == set(RUN_CHILDREN), "a table holding rows of runs is not pruned with them"
+_GONE_IN_MONTH = {
+    "review_history": "SELECT count(*) FROM review_history" + _IN_MONTH,
+    "run_iterations": "SELECT count(*) FROM run_iterations" + _IN_MONTH,
+    "run_events": "SELECT count(*) FROM run_events" + _IN_MONTH,
+    "llm_calls": "SELECT count(*) FROM llm_calls" + _IN_MONTH,
+}
+assert {*_GONE_IN_MONTH, "run_intake"} == {*RUN_MONTH_CHILDREN, "run_intake"} == set(RUN_CHILDREN), \
+    "a table holding rows of runs is not pruned with them"
 # Tables triggers on runs keep, which dropping a month's table does not fire: their rows of the runs
 # that go are deleted here (the Tuning matrix's numbers, 0017; the drill-down's index of runs, 0018),
 # and the Document trends rollup is recounted (_refresh_rollup) in the same transaction. No iteration
