@@ -15,6 +15,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 
 from services.judging._lexicon import CARDINAL_VALUES
+from services.judging._opposites import OPPOSITES
 from services.retrieval.text import tokenize
 
 MIN_WORDS = 5  # a shorter claim is a phrase, not a quote to compare
@@ -71,25 +72,41 @@ def changed_quote(claim: str, contexts: Sequence[str], question: str = "") -> tu
         return None
     asked = frozenset(_words(question))
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op != "replace" or i2 - i1 > MAX_SWAPPED or (j2 - j1 > MAX_SWAPPED and 0 < i1 and i2 < len(said)):
+        if op != "replace" or i2 - i1 > MAX_SWAPPED:
             continue
         new, old = said[i1:i2], stretch[j1:j2]
+        if j2 - j1 > MAX_SWAPPED and 0 < i1 and i2 < len(said):
+            # More context words than a swap: a paraphrase, unless the claim's words stand in for
+            # their opposite beside the quoted words (the claim's "The" lined up with a "the"
+            # read around the stretch: "The internal E-stop" against "the path. The external E-stop").
+            old = next((side for side in (old[-len(new):], old[:len(new)]) if _opposed(new, side)), ())
+            if not old:
+                continue
         if i1 == 0 or i2 == len(said):
             joined, whole = "".join(new), "".join(old)
             if (whole.endswith(joined) if i1 == 0 else whole.startswith(joined)):
                 continue
             # At the claim's edge the context's side runs into the words read around the stretch,
             # and a claim may open or close with words of its own ("Yes, ..."): only a figure
-            # put in a figure's place counts there ("Three shape dimension" for "One ...").
+            # put in a figure's place counts there ("Three shape dimension" for "One ..."), or a
+            # word put in its opposite's ("The internal E-stop ..." for "External E-stop ...").
             old = old[-len(new):] if i1 == 0 else old[:len(new)]
-            if not all(map(_figure, new + old)):
+            if not (all(map(_figure, new + old)) or _opposed(new, old)):
                 continue
         if "".join(new) == "".join(old):  # the same characters split otherwise ("2**x2" read as "2x2")
             continue
-        if set(new) <= _TRIVIAL or set(old) <= _TRIVIAL or set(new) <= asked or _inflected(new, old):
+        # The question's own words put in for the context's are a restatement ("the robot arm" for
+        # "it"), unless they turn it around: "after" for "before" where the question asks with both.
+        if set(new) <= _TRIVIAL or set(old) <= _TRIVIAL or (set(new) <= asked and not _opposed(new, old)) \
+                or _inflected(new, old):
             continue
         return " ".join(new), " ".join(old)
     return None
+
+
+def _opposed(new: tuple[str, ...], old: tuple[str, ...]) -> bool:
+    """A word of `new` is a known opposite of a word of `old` (services.judging._opposites)."""
+    return any(OPPOSITES.get(a, frozenset()) & set(old) for a in new)
 
 
 def _inflected(new: tuple[str, ...], old: tuple[str, ...]) -> bool:

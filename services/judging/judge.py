@@ -38,6 +38,13 @@ from services.judging.verdict import (
 # questions' answers at least 3 times as often as answerable ones', and no right handbook
 # answer) P(supported) is held below the review threshold; a soft rule is only a signal.
 CONTRADICTION_CAP = 0.4
+# A claim quoting its context with a word or three swapped says what the context does not
+# (services.judging._quotes): on the development set 323 of the 324 answers it was read in were
+# wrong (2026-12-01, both halves, four corpora), yet the other signals of a quoted sentence are all
+# high, so the fit alone left some at P 0.8 ("wrong payload data is the most common cause of true
+# SRVO-045 alarms" for "... false SRVO-045 alarms"). It is held below review as a hard
+# contradiction is.
+CHANGED_QUOTE_CAP = CONTRADICTION_CAP
 # An answer adding nothing to its question (a restatement, or a question that names its own
 # answer) has nothing to check: never supported enough to skip review, never called wrong.
 NOTHING_ADDED_CAP = 0.5
@@ -93,6 +100,8 @@ def supported_probability(features: dict[str, float], *, adds_nothing: bool, mod
     p = model.probability(features)
     if features["contradiction"] >= 1.0:
         p = min(p, CONTRADICTION_CAP)
+    if features["quote_changed"] >= 1.0:
+        p = min(p, CHANGED_QUOTE_CAP)
     if adds_nothing:
         p = min(p, NOTHING_ADDED_CAP)
     return p

@@ -64,3 +64,34 @@ def test_the_judge_names_the_swap_and_never_auto_accepts_it(embed) -> None:  # t
     assert "quotes its context but says 'newest' where its context says 'first'" in swapped.reason
     assert swapped.label != SUPPORTED and not swapped.grounded and quoted.grounded
     assert quoted.p_supported > swapped.p_supported + 0.3
+
+
+def test_a_question_word_put_in_for_its_opposite_or_at_the_claims_edge_is_a_changed_quote() -> None:
+    wait = ["Wait 5 minutes after switching off before opening the amplifier cover."]
+    asked = "How long do I wait after switching off before opening the amplifier cover?"
+    # Both words are the question's: "after" stands in for its opposite, not for the context's wording.
+    assert changed_quote("Wait 5 minutes after switching off after opening the amplifier cover.", wait, asked) == \
+        ("after", "before")
+    # The question's own word put in for a word it does not use stays a restatement.
+    assert changed_quote("Wait 5 minutes after switching off before opening the amplifier lid.",
+                         ["Wait 5 minutes after switching off before opening the amplifier cover."],
+                         "How long do I wait before opening the amplifier lid?") is None
+    # The claim's opening "The" lines up with a "the" read around the stretch; the word after it is
+    # still the opposite of the context's.
+    inputs = ["... keeps the robot on the path.\n\nThe external E-stop and fence inputs are configured as category 1."]
+    assert changed_quote("The internal E-stop and fence inputs are configured as category 1.", inputs) == \
+        ("internal", "external")
+    assert changed_quote("The external E-stop and fence inputs are configured as category 1.", inputs) is None
+
+
+def test_a_changed_quote_is_held_below_review_however_high_its_other_signals(embed) -> None:  # type: ignore[no-untyped-def]
+    from services.judging.judge import CHANGED_QUOTE_CAP
+
+    context = ["Because the prediction depends on the payload model, wrong payload data is the most common cause "
+               "of false SRVO-045 alarms. Check the payload schedule first."]
+    question = "What is the most common cause of false SRVO-045 alarms?"
+    turned = judge_answer(question, "Because the prediction depends on the payload model, wrong payload data is the most "
+                                    "common cause of true SRVO-045 alarms.", context, embed=embed)
+    assert turned.features["quote_changed"] == 1.0
+    assert turned.p_supported <= CHANGED_QUOTE_CAP and turned.label == "unsupported"
+    assert "says 'true' where its context says 'false'" in turned.reason
