@@ -38,12 +38,15 @@ $(STAMPS)/torch: $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
 	@mkdir -p $(STAMPS) && touch $@
 
+# The embedded server's pgvector is rebuilt for a CPU without AVX-512, which the wheel's build needs.
 $(STAMPS)/install: $(STAMPS)/torch pyproject.toml
 	$(BIN)/pip install --quiet -e .
+	deploy/portable-pgvector.sh $(BIN)/python
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/install-dev: $(STAMPS)/torch pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
+	deploy/portable-pgvector.sh $(BIN)/python
 	@mkdir -p $(STAMPS) && touch $@ $(STAMPS)/install
 
 # Browser tests drive the system Chromium; they skip, saying why, if it cannot be installed.

@@ -8,7 +8,7 @@ The development set (bench/judge_set.py) is rebuilt from the repo and ../shared 
 so the stored coefficients can be reproduced; bench/judge.py measures them on the test half.
 `accept_at` is the lowest P(supported) at which the train half's auto-accepted answers are
 right at least `--precision` of the time (pooled over corpora, or with `--precision-on every`
-on each corpus), so the test half's precision is measured, not tuned. The cases' signals are
+on each corpus) from `--min-accepted` answers on, so the test half's precision is measured, not tuned. The cases' signals are
 read once per version of the judge's code and kept (bench/_judge_readings.py).
 Last stdout line: {"version", "coefficients", "accept_at", "train_auroc", ...}.
 """
@@ -26,6 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, log, machine, rounded, today  # noqa: E402
 
+# Below this many accepted answers one wrong answer moves the precision by more than the target's
+# margin: with the 2026-12-01 refit the first wrong answer of the train half came 59th (P 0.9815)
+# and alone put accept_at there, auto-accepting 4% of the right answers where 20% stay at 0.99.
+MIN_ACCEPTED = 100
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "services" / "judging" / "judge_model.json"
 
 
@@ -37,6 +41,8 @@ def main() -> None:
     parser.add_argument("--precision", type=float, default=0.99)
     parser.add_argument("--precision-on", choices=("pooled", "every"), default="pooled",
                         help="hold --precision on the pooled train half, or on every corpus's")
+    parser.add_argument("--min-accepted", type=int, default=MIN_ACCEPTED,
+                        help="precision is held from this many accepted answers on (fewer: a single answer decides it)")
     parser.add_argument("--regularization", type=float, default=1.0)
     parser.add_argument("--no-cache", action="store_true", help="read every case again (bench/_judge_readings.py)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -70,10 +76,11 @@ def main() -> None:
               for r in readings]
     gated = [s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)]
     if args.precision_on == "pooled":
-        accept_at = lowest_threshold(gated, labels, args.precision)
+        accept_at = lowest_threshold(gated, labels, args.precision, args.min_accepted)
     else:  # the precision must hold on each corpus: the highest of their thresholds
         accept_at = max(lowest_threshold([g for g, c in zip(gated, cases) if c.corpus == corpus],
-                                         [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision)
+                                         [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision,
+                                         args.min_accepted)
                         for corpus in corpora)
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
     model = fit(rows, fitted_labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
@@ -85,10 +92,11 @@ def main() -> None:
           "train_cases": len(cases), "train_right": sum(labels), "machine": machine(), "date": today()})
 
 
-def lowest_threshold(scores: list[float], labels: list[int], precision: float) -> float:
+def lowest_threshold(scores: list[float], labels: list[int], precision: float, min_accepted: int = 1) -> float:
     """The lowest score s such that answers scoring >= s are right at least `precision` of the
-    time, and every higher threshold keeps it too (so a little more confidence never lowers
-    precision on the fitted set)."""
+    time, and every higher threshold accepting at least `min_accepted` answers keeps it too (so a
+    little more confidence never lowers precision on the fitted set, once there are enough
+    answers to read a precision from)."""
     ranked = sorted(zip(scores, labels, strict=True), key=lambda p: -p[0])
     right = taken = 0
     best = 1.0
@@ -98,10 +106,11 @@ def lowest_threshold(scores: list[float], labels: list[int], precision: float) -
         if next_score == score:
             continue  # a threshold takes every tie
         if right / taken < precision:
-            break
+            if taken >= min_accepted:
+                break
+            continue
         best = score
     return round(best, 4)
-
 
 if __name__ == "__main__":
     main()

@@ -46,5 +46,8 @@ def show(as_json: bool = typer.Option(False, "--json", help="Print the model as 
         emit(model.to_dict())
         return
     typer.echo(f"{model.version}: auto-accept at P(supported) >= {model.accept_at}; fitted on {dict(model.trained_on)}")
+    forms = list(model.by_form)
+    typer.echo(f"  {'signal':20} {'pooled':>8}" + "".join(f" {form:>9}" for form in forms))
     for name, weight in sorted(model.coefficients.items(), key=lambda kv: -abs(kv[1])):
-        typer.echo(f"  {name:20} {weight:+.3f}")
+        typer.echo(f"  {name:20} {weight:+8.3f}" + "".join(f" {model.by_form[f].coefficients[name]:+9.3f}" for f in forms))
+    typer.echo(f"  {'(intercept)':20} {model.intercept:+8.3f}" + "".join(f" {model.by_form[f].intercept:+9.3f}" for f in forms))

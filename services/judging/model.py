@@ -1,9 +1,10 @@
 """The fitted judge: a logistic combination of the signals (services.judging.features) giving
 P(answer supported), its coefficients stored and versioned.
 
-The shipped coefficients (judge_model.json beside this module) are fitted by
-`bench/judge.py --fit` on the train half of the development set that bench/judge_set.py
-builds from four corpora; reviewers' verdicts refit them (refit) once there are enough.
+The shipped coefficients (judge_model.json beside this module), pooled and per form of answer,
+are fitted by bench/fit_judge.py on the train half of the development set that
+bench/judge_set.py builds from four corpora; reviewers' verdicts refit them (refit) once there
+are enough.
 Nothing here reads a corpus: the product uses the stored numbers.
 """
 
@@ -18,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from services.errors import InputError
-from services.judging.features import FEATURES
+from services.judging.features import FEATURES, FORM_SIGNALS
 
 MODEL_FILE = "judge_model.json"
 MIN_VERDICTS_TO_REFIT = 40  # and at least 10 of each kind: fewer fit noise
@@ -40,30 +41,72 @@ SIGNS = {
 }
 
 
+# The signals are weighed per form of answer. In a passage's sentence, relevance to the question
+# is what tells the sentence that answers from one about something else (retrieval missed the
+# answer and the system quoted what it found); in a restated question every answer echoes the
+# question, and what it puts in the question's gap decides. One set of weights for both taught
+# neither (2026-12-01: the development set's test half, nothing-retrieved 0.71-0.82 -> 0.84-0.91
+# on three corpora with a set per form; README, "One set of weights per form").
+FORMS = ("phrase", "sentence", "restated")
+RESTATES_AT = 0.7  # question_echo from which an answer restates its question
+MIN_FORM_ANSWERS = 60  # and MIN_FORM_PER_CLASS of each label: fewer keep the pooled weights
+MIN_FORM_PER_CLASS = 15
+
+
+def answer_form(features: Mapping[str, float]) -> str | None:
+    """The form whose weights read `features`: None for signals read before forms were (they
+    carry no form signals) and are read with the pooled weights."""
+    if not set(FORM_SIGNALS) <= set(features):
+        return None
+    if features["question_echo"] >= RESTATES_AT:
+        return "restated"
+    return "phrase" if features["phrase"] else "sentence"
+
+
+@dataclass(frozen=True)
+class Weights:
+    coefficients: Mapping[str, float]
+    intercept: float
+
+
 @dataclass(frozen=True)
 class JudgeModel:
     version: str
-    coefficients: Mapping[str, float]
+    coefficients: Mapping[str, float]  # pooled over forms: for a form without its own
     intercept: float
     accept_at: float  # P(supported) at or above which an answer may skip review
     trained_on: Mapping[str, Any] = field(default_factory=dict)
+    by_form: Mapping[str, Weights] = field(default_factory=dict)
+
+    def weights(self, features: Mapping[str, float]) -> Weights:
+        """The weights that read `features`: their form's, else the pooled ones."""
+        form = answer_form(features)
+        return self.by_form.get(form, Weights(self.coefficients, self.intercept)) if form else \
+            Weights(self.coefficients, self.intercept)
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.intercept + sum(w * float(features.get(name, 0.0)) for name, w in self.coefficients.items())
+        weights = self.weights(features)
+        z = weights.intercept + sum(w * float(features.get(name, 0.0)) for name, w in weights.coefficients.items())
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "coefficients": dict(self.coefficients), "trained_on": dict(self.trained_on)}
+        return {**asdict(self), "coefficients": dict(self.coefficients), "trained_on": dict(self.trained_on),
+                "by_form": {form: {"coefficients": dict(w.coefficients), "intercept": w.intercept}
+                            for form, w in self.by_form.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeModel:
         try:
             coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
+            by_form = {str(form): Weights({str(k): float(v) for k, v in w["coefficients"].items()}, float(w["intercept"]))
+                       for form, w in data.get("by_form", {}).items()}
             model = cls(str(data["version"]), coefficients, float(data["intercept"]), float(data["accept_at"]),
-                        dict(data.get("trained_on", {})))
+                        dict(data.get("trained_on", {})), by_form)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"a judge model needs version, coefficients, intercept and accept_at: {exc}") from exc
-        unknown = set(coefficients) - set(FEATURES)
+        if set(by_form) - set(FORMS):
+            raise InputError(f"a judge model's forms are {', '.join(FORMS)}; it names {', '.join(sorted(set(by_form) - set(FORMS)))}")
+        unknown = (set(coefficients) | {k for w in by_form.values() for k in w.coefficients}) - set(FEATURES)
         if unknown:
             raise InputError(f"the judge model names signals the judge does not compute: {', '.join(sorted(unknown))}")
         return model
@@ -77,16 +120,31 @@ def shipped_model() -> JudgeModel:
 
 def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: str, accept_at: float,
         trained_on: Mapping[str, Any], regularization: float = 1.0) -> JudgeModel:
-    """A logistic regression over FEATURES (L2, `regularization` as sklearn's C) whose weights keep
-    the signs SIGNS gives; a signal that never varies in `rows` keeps its prior weight
-    (PRIOR_WEIGHTS, else 0)."""
+    """Logistic regressions over FEATURES (L2, `regularization` as sklearn's C) whose weights keep
+    the signs SIGNS gives: one pooled over every answer, and one per form (answer_form) that has
+    at least MIN_FORM_ANSWERS answers, MIN_FORM_PER_CLASS of each label; a signal that never
+    varies in the rows fitted keeps its prior weight (PRIOR_WEIGHTS, else 0)."""
+    if len(set(labels)) < 2:
+        raise InputError("fitting the judge needs both right and wrong answers")
+    pooled = _fit_weights(rows, labels, regularization)
+    by_form = {}
+    for form in FORMS:
+        picked = [i for i, row in enumerate(rows) if answer_form(row) == form]
+        right = sum(labels[i] for i in picked)
+        if len(picked) >= MIN_FORM_ANSWERS and min(right, len(picked) - right) >= MIN_FORM_PER_CLASS:
+            by_form[form] = _fit_weights([rows[i] for i in picked], [labels[i] for i in picked], regularization)
+    counts = {form: sum(1 for row in rows if answer_form(row) == form) for form in FORMS}
+    return JudgeModel(version, pooled.coefficients, pooled.intercept, accept_at,
+                      {**trained_on, "answers": len(labels), "right": int(sum(labels)), "answers_by_form": counts},
+                      by_form)
+
+
+def _fit_weights(rows: Sequence[Mapping[str, float]], labels: Sequence[int], regularization: float) -> Weights:
     import numpy as np
     from scipy.optimize import minimize
 
-    if len(set(labels)) < 2:
-        raise InputError("fitting the judge needs both right and wrong answers")
     varying = [name for name in FEATURES if len({float(row.get(name, 0.0)) for row in rows}) > 1]
-    x = np.array([[float(row.get(name, 0.0)) for name in varying] for row in rows])
+    x = np.array([[float(row.get(name, 0.0)) for name in varying] for row in rows]).reshape(len(rows), len(varying))
     y = np.asarray(labels, dtype=float)
     n = len(y)
 
@@ -104,5 +162,4 @@ def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: 
                      options={"maxiter": 5000}).x
     coefficients = {name: PRIOR_WEIGHTS.get(name, 0.0) for name in FEATURES}
     coefficients.update({name: round(float(w), 6) for name, w in zip(varying, theta[:-1], strict=True)})
-    return JudgeModel(version, coefficients, round(float(theta[-1]), 6), accept_at,
-                      {**trained_on, "answers": len(labels), "right": int(sum(labels))})
+    return Weights(coefficients, round(float(theta[-1]), 6))

@@ -13,11 +13,13 @@ import services
 from services.answering import pipeline
 from services.answering.offline import OfflineBackend
 from services.answering.runs import Run
-from services.domain import Hit
 from services.judging import _lexical as lex
+from services.judging import judge_answer
 from services.judging._contradiction import contradiction
 from services.judging._sentences import answer_sentences
 from services.judging.judge import CONTRADICTION_CAP
+from services.judging.model import shipped_model
+from services.judging.vectors import cached_embedder
 from services.scoring.weights import DEFAULT_PROFILE
 
 DEMO = Path(services.__file__).parent / "demo_data"
@@ -109,8 +111,8 @@ def test_a_handbook_answer_to_a_question_asked_the_other_way_is_flagged_softly(q
                                                                                 kind: str) -> None:
     found = contradiction(query, lex.query_terms(query), [sentence])
     assert found is not None and found.kind == kind and not found.hard
-    backend = OfflineBackend()
-    chunks = [Hit(1, 1, "handbook.md", "handbook", sentence, 1, 1.0)]
-    reflection = backend.reflect(query, f"{sentence} [1]", chunks)
-    # Capped, it would score CONTRADICTION_CAP at most; soft, it is one signal of the judge's combination.
-    assert reflection.reflection_score > CONTRADICTION_CAP
+    # Capped, P(supported) would be CONTRADICTION_CAP at most; soft, the contradiction is one
+    # signal of the judge's combination and P is the model's, held down by no rule.
+    verdict = judge_answer(query, sentence, [sentence], embed=cached_embedder("all-MiniLM-L6-v2"))
+    assert verdict.features["contradiction"] == 0.5
+    assert verdict.p_supported == pytest.approx(shipped_model().probability(verdict.features), abs=1e-4)

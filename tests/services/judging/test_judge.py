@@ -160,6 +160,22 @@ def test_the_shipped_model_is_a_fitted_one_over_the_judge_s_signals() -> None:
     assert JudgeModel.from_dict(model.to_dict()) == model
     # An invented name weighs against support, a supported answer's evidence for it.
     assert model.coefficients["unsupported_atom"] < 0 < model.coefficients["atom_support"] + model.coefficients["word_support"]
+    # A phrase, a passage's sentence and a restated question each have weights of their own.
+    assert set(model.by_form) == {"phrase", "sentence", "restated"}
+    assert all(model.trained_on["answers_by_form"][form] > 300 for form in model.by_form)
+
+
+def test_an_answer_s_form_is_read_from_its_words_and_the_question_s() -> None:
+    from services.judging.model import answer_form
+
+    question = "Where does the maker of the robot arm have its head office?"
+    contexts = ["The maker of the robot arm is headquartered in Osaka. Its plant is in Kobe, by the port."]
+    forms = {answer: answer_form(read_answer(question, answer, contexts, embed=None).features) for answer in (
+        "Osaka", "in Osaka, close to the port", "The maker of the robot arm has its head office in Osaka.",
+        "Its plant is in Kobe, by the port, and the maker is headquartered in Osaka.",
+        # Passage sentences that hold the question's words between them, none restating it.
+        "The maker builds the robot arm in Kobe. Its head office is in Osaka.")}
+    assert list(forms.values()) == ["phrase", "phrase", "restated", "sentence", "sentence"]
 
 
 def test_the_reason_always_agrees_with_the_label(embed) -> None:  # type: ignore[no-untyped-def]

@@ -79,3 +79,45 @@ def test_every_signal_has_a_direction_and_the_fit_keeps_it() -> None:
     assert model.coefficients["question_coverage"] == 0.0 and model.coefficients["word_support"] > 0
     for name, sign in SIGNS.items():
         assert sign == 0 or model.coefficients[name] * sign >= 0, name
+    for form, weights in shipped_model().by_form.items():
+        for name, sign in SIGNS.items():
+            assert sign == 0 or weights.coefficients[name] * sign >= 0, (form, name)
+
+
+def _form_rows(form: str, n: int, signal: str) -> tuple[list[dict[str, float]], list[int]]:
+    """n answers of one form whose label only `signal` tells."""
+    shape = {"phrase": {"phrase": 1.0, "question_echo": 0.0}, "sentence": {"phrase": 0.0, "question_echo": 0.3},
+             "restated": {"phrase": 0.0, "question_echo": 1.0}}[form]
+    rows = [{**shape, "word_support": 0.5, "evidence_relevance": 0.5, signal: float(i % 2)} for i in range(n)]
+    return rows, [i % 2 for i in range(n)]
+
+
+def test_each_form_of_answer_gets_weights_of_its_own_where_it_has_the_answers_for_them() -> None:
+    from services.judging.model import JudgeModel, answer_form
+
+    sentences, sentence_labels = _form_rows("sentence", 80, "evidence_relevance")
+    restated, restated_labels = _form_rows("restated", 80, "word_support")
+    phrases, phrase_labels = _form_rows("phrase", 20, "word_support")  # too few for weights of their own
+    model = fit(sentences + restated + phrases, sentence_labels + restated_labels + phrase_labels,
+                version="t", accept_at=0.9, trained_on={})
+    assert set(model.by_form) == {"sentence", "restated"}
+    # In a sentence relevance tells right from wrong, in a restatement word support does: each
+    # form's weights say so, where one pooled set would weigh both by halves.
+    assert model.by_form["sentence"].coefficients["evidence_relevance"] > model.by_form["restated"].coefficients["evidence_relevance"]
+    assert model.by_form["restated"].coefficients["word_support"] > model.by_form["sentence"].coefficients["word_support"]
+    relevant = {**sentences[1], "evidence_relevance": 1.0, "word_support": 0.0}
+    assert answer_form(relevant) == "sentence" and answer_form(phrases[0]) == "phrase"
+    assert model.probability(relevant) > model.probability({**relevant, "evidence_relevance": 0.0}) + 0.3
+    # A phrase, with no weights of its own, and signals stored before forms were read with the pooled weights.
+    pooled = JudgeModel("p", model.coefficients, model.intercept, 0.9)
+    assert model.probability(phrases[1]) == pooled.probability(phrases[1])
+    legacy = {"word_support": 1.0, "evidence_relevance": 1.0}
+    assert answer_form(legacy) is None and model.probability(legacy) == pooled.probability(legacy)
+    assert JudgeModel.from_dict(model.to_dict()) == model
+
+
+def test_a_model_naming_a_form_the_judge_does_not_read_is_refused() -> None:
+    data = shipped_model().to_dict()
+    data["by_form"]["question"] = data["by_form"].get("sentence", {"coefficients": {}, "intercept": 0.0})
+    with pytest.raises(InputError, match="forms are phrase, sentence, restated"):
+        type(shipped_model()).from_dict(data)
