@@ -81,8 +81,8 @@ class JudgeModel:
     def weights(self, features: Mapping[str, float]) -> Weights:
         """The weights that read `features`: their form's, else the pooled ones."""
         form = answer_form(features)
-        return self.by_form.get(form, Weights(self.coefficients, self.intercept)) if form else \
-            Weights(self.coefficients, self.intercept)
+        own = self.by_form.get(form) if form is not None else None
+        return own if own is not None else Weights(self.coefficients, self.intercept)
 
     def probability(self, features: Mapping[str, float]) -> float:
         weights = self.weights(features)
