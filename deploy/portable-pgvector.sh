@@ -26,6 +26,11 @@ fi
 echo "this CPU has no AVX-512, which the packaged pgvector needs: building pgvector for it"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+if ! as_root true 2>/dev/null; then
+    echo "error: fetching pgvector's source needs root or passwordless sudo (apt-get source);" \
+         "or set DATABASE_URL to a PostgreSQL with pgvector of your own" >&2
+    exit 1
+fi
 sources=/etc/apt/sources.list.d/workbench-pgvector-src.sources
 if [ ! -e "$sources" ]; then
     as_root tee "$sources" >/dev/null <<'EOF'
