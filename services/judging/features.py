@@ -16,11 +16,12 @@ import numpy as np
 from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
-from services.judging._sentences import answer_sentences, strip_markers
+from services.judging._sentences import answer_sentences
 from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
+from services.judging.forms import FORM_SIGNALS, form_signals
 from services.judging.nli import Entail
 from services.judging.polarity import Polarity, read_polarity, statement
 from services.retrieval.text import tokenize
@@ -40,11 +41,6 @@ FEATURES = (
     # entailment of each claim by its evidence sentence.
     "model_log_odds", "nli_log_odds",
 )
-# What form the answer takes, read beside the signals: the fitted model weighs them per form
-# (services.judging.model.answer_form), since a passage's sentence and a restated question carry
-# the same signal for different reasons. Never weighed themselves.
-FORM_SIGNALS = ("phrase", "question_echo")
-PHRASE_WORDS = 8  # an answer of this many words or fewer is a phrase picked from its passage
 LOG_ODDS_LIMIT = 4.0  # a model's 0.99 counts as 0.98: no single verdict outweighs the rest
 # MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
 COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
@@ -169,8 +165,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     adding = tuple(r for r in read if r.claim.added_stems or r.claim.added_atoms)
     concise = is_concise(said) and bare_reply is None
     features["concise"] = float(concise)
-    features["phrase"] = float(bare_reply is None and len(strip_markers(said).split()) <= PHRASE_WORDS)
-    features["question_echo"] = _echo(unoptioned, said)
+    features.update(form_signals(unoptioned, said, bare_reply=bare_reply is not None))
     all_atoms = [a for r in adding for a in r.claim.added_atoms]
     missing_atoms = [a for r in adding for a in r.unsupported_atoms]
     features["unsupported_atom"] = float(bool(missing_atoms))
@@ -238,16 +233,6 @@ def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:
 def log_odds(p: float) -> float:
     p = min(max(p, 1e-9), 1 - 1e-9)
     return float(np.clip(np.log(p / (1 - p)), -LOG_ODDS_LIMIT, LOG_ODDS_LIMIT))
-
-
-def _echo(question: str, said: str) -> float:
-    """The largest share of the question's content words one sentence of the answer repeats: a
-    restated question holds nearly all of them in its sentence, a passage's sentence some (an
-    answer of several passage sentences may hold many between them, none restating it)."""
-    asked = set(tokenize(question))
-    if not asked:
-        return 0.0
-    return max((len(asked & set(tokenize(sentence))) / len(asked) for sentence in answer_sentences(said)), default=0.0)
 
 
 def _without(question: str, options: Sequence[str]) -> str:

@@ -19,7 +19,8 @@ from importlib import resources
 from typing import Any
 
 from services.errors import InputError
-from services.judging.features import FEATURES, FORM_SIGNALS
+from services.judging.features import FEATURES
+from services.judging.forms import FORMS, answer_form
 
 MODEL_FILE = "judge_model.json"
 MIN_VERDICTS_TO_REFIT = 40  # and at least 10 of each kind: fewer fit noise
@@ -47,20 +48,8 @@ SIGNS = {
 # question, and what it puts in the question's gap decides. One set of weights for both taught
 # neither (2026-12-01: the development set's test half, nothing-retrieved 0.71-0.82 -> 0.84-0.91
 # on three corpora with a set per form; README, "One set of weights per form").
-FORMS = ("phrase", "sentence", "restated")
-RESTATES_AT = 0.7  # question_echo from which an answer restates its question
 MIN_FORM_ANSWERS = 60  # and MIN_FORM_PER_CLASS of each label: fewer keep the pooled weights
 MIN_FORM_PER_CLASS = 15
-
-
-def answer_form(features: Mapping[str, float]) -> str | None:
-    """The form whose weights read `features`: None for signals read before forms were (they
-    carry no form signals) and are read with the pooled weights."""
-    if not set(FORM_SIGNALS) <= set(features):
-        return None
-    if features["question_echo"] >= RESTATES_AT:
-        return "restated"
-    return "phrase" if features["phrase"] else "sentence"
 
 
 @dataclass(frozen=True)
