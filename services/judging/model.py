@@ -116,13 +116,14 @@ def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: 
     if len(set(labels)) < 2:
         raise InputError("fitting the judge needs both right and wrong answers")
     pooled = _fit_weights(rows, labels, regularization)
-    by_form = {}
+    forms = [answer_form(row) for row in rows]
+    by_form, counts = {}, {}
     for form in FORMS:
-        picked = [i for i, row in enumerate(rows) if answer_form(row) == form]
+        picked = [i for i, f in enumerate(forms) if f == form]
         right = sum(labels[i] for i in picked)
+        counts[form] = len(picked)
         if len(picked) >= MIN_FORM_ANSWERS and min(right, len(picked) - right) >= MIN_FORM_PER_CLASS:
             by_form[form] = _fit_weights([rows[i] for i in picked], [labels[i] for i in picked], regularization)
-    counts = {form: sum(1 for row in rows if answer_form(row) == form) for form in FORMS}
     return JudgeModel(version, pooled.coefficients, pooled.intercept, accept_at,
                       {**trained_on, "answers": len(labels), "right": int(sum(labels)), "answers_by_form": counts},
                       by_form)
