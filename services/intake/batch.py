@@ -10,11 +10,11 @@ sixty does (bench/intake.py measured 0.3 records/s against a bound of 5.6). A ba
    the question and the answer's claims), in one call into the judge's cache (services.judging.
    vectors.SentenceEmbedder); a context encoded there is read with its tokens, so the judges'
    reading of its sentences (each the mean of its tokens in that pass) costs no second look;
-2. each record's hits scored and CRAG run (assessment.stage_hits), then what the judges read of
-   the chunks CRAG keeps, learned by running the judge's own public functions with an embedder
-   that only writes down what it is asked for (_Recording): only a kept chunk not read in the
-   first call (one whose title travels with it for its similarity, or whose similarity was
-   given) goes to the model, whole, once.
+2. each record's hits scored and CRAG run (assessment.stage_hits), then, for a record that
+   kept a chunk the first call did not read whole (one whose title travels with it for its
+   similarity, or whose similarity was given), what its judges read of the chunks, learned by
+   running the judge's own public functions with an embedder that only writes down what it is
+   asked for (_Recording): such a chunk goes to the model, whole, once.
 
 The judges, run for real, find their vectors in the cache. Passing every context in the first
 call would make one call of every batch, but CRAG drops contexts often enough that reading
@@ -106,10 +106,15 @@ def assess_batch(records: Sequence[ExternalRun], *, judges: Sequence[bool], sess
             except Exception as exc:  # this record's: the others go on
                 outcomes[i] = exc
     # What the judges read of CRAG's chunks: their sentences (already read when the chunk was
-    # encoded for its similarity; then the model is not called again).
+    # encoded for its similarity; then the model is not called again). A record whose kept
+    # chunks were all read in the first call has nothing left to learn (the texts its judges
+    # read alone were in that call too), so its judges are not run twice: on records of one
+    # short context that second run was about a tenth of the judges' time (bench/intake.py).
     second = _Recording(dimension)
     for i, (stage, _) in staged.items():
-        record_judges(stage.query, records[i].answer, [c.text for c in stage.chunks], stage.config, second)
+        chunks = [c.text for c in stage.chunks]
+        if not all(embed.has_read(c) for c in chunks):
+            record_judges(stage.query, records[i].answer, chunks, stage.config, second)
     _prefetch(embed, second)
 
     for i, (stage, prepared) in staged.items():

@@ -54,6 +54,10 @@ class SentenceEmbedder:
             self._encode([s.text for s, v in zip(sentences, read, strict=True) if v is None], ())
             return np.stack([self._texts[s.text] if v is None else v for s, v in zip(sentences, read, strict=True)])
 
+    def has_read(self, context: str) -> bool:
+        """Whether `context` went through the model whole, so its sentences are read in it."""
+        return context in self._contexts
+
     def prefetch(self, texts: Iterable[str], contexts: Iterable[str]) -> None:
         """Encode, in one call of the model, `texts` to be read alone and `contexts` to be read
         with their sentences (each context's own vector is then known as a text too)."""

@@ -81,6 +81,32 @@ def test_fast_abbreviation_pass_matches_stock_pysbd(text: str) -> None:
     assert split_sentences(text) == stock
 
 
+# Words, and the marks pysbd cuts at besides a sentence's end: quotes, list parentheses, ellipses.
+_marked = st.sampled_from(
+    "Osaka the scott 'scott' \"None\" class’s it's a) b) (1) (a, b) … . ? ! , ; : - Less Robust 3 12.5 "
+    "`a` ``allclose(a, b)`` ha. Ph.D. “quoted” ‘x’ Sturges' x=1".split()
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_marked, min_size=1, max_size=12).map(" ".join))
+def test_one_sentence_shortcut_matches_stock_pysbd(text: str) -> None:
+    stock = [s.strip() for s in Processor(text, English).process() if s.strip()]
+    assert split_sentences(text) == stock
+
+
+def test_a_block_with_no_sentence_mark_inside_skips_pysbd(monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.corpus.chunking as chunking
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("pysbd was asked to split a single sentence")
+
+    monkeypatch.setattr(chunking, "Processor", refuse)
+    assert split_sentences("The maker of the robot arm has its head office in Osaka.") == [
+        "The maker of the robot arm has its head office in Osaka."]
+    assert split_sentences("  Guinness Brewery\n\nset difference ") == ["Guinness Brewery", "set difference"]
+
+
 def test_split_sentences_matches_stock_segmenter_on_prose() -> None:
     text = (
         "The U.S. Army's No. 3 unit, e.g. the one led by Gen. Smith, moved on Jan. 5. "

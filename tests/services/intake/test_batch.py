@@ -11,6 +11,7 @@ from sqlalchemy import text
 from services.answering.llm.backends import backend_for
 from services.answering.llm.base import Reflection
 from services.domain import Hit
+from services.intake import batch
 from services.intake.assess import assess_record, process_queue
 from services.intake.assessment import Assessment
 from services.intake.batch import assess_batch
@@ -104,7 +105,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return calls
 
 
-def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls):  # type: ignore[no-untyped-def]  # noqa: F811
+def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls, recorded):  # type: ignore[no-untyped-def]  # noqa: F811
     with transaction() as session:
         together = assess_batch(_runs(), judges=JUDGES, session=session, collection="default",
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
@@ -121,6 +122,7 @@ def test_a_batch_embeds_its_records_in_two_passes(corpus, settings, calls):  # t
     # a chunk CRAG kept that was not encoded for its similarity (its title travels with it there) is
     # read whole, once; its sentences come from that pass, never one by one
     assert calls[1] == ["Replace the J2 reducer grease every 20,000 hours or 4 years."]
+    assert RECORDS[2]["question"] in recorded
     assert "SRVO-062 means the pulsecoder backup battery voltage dropped." not in encoded
 
 
@@ -144,9 +146,24 @@ def test_a_record_that_fails_fails_alone_and_its_batch_is_stored(corpus, setting
     assert all(r.run_id is not None for r in rows[:4])
 
 
-def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, calls):  # type: ignore[no-untyped-def]  # noqa: F811
+@pytest.fixture()
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The questions whose judges were run with the recording embedder."""
+    questions: list[str] = []
+    real = batch.record_judges
+
+    def counting(query, *args):  # type: ignore[no-untyped-def]
+        questions.append(query)
+        return real(query, *args)
+
+    monkeypatch.setattr(batch, "record_judges", counting)
+    return questions
+
+
+def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, calls, recorded):  # type: ignore[no-untyped-def]  # noqa: F811
     """The judges read a one-sentence chunk's sentence, already encoded as the context: the
-    first pass (contexts, questions, claims) is all the model is asked for."""
+    first pass (contexts, questions, claims) is all the model is asked for, and the judges are
+    not run a second time to learn what they read."""
     runs = [ExternalRun.model_validate({"question": "Which alarm warns of a low backup battery?", "answer": "SRVO-062",
                                         "contexts": [{"text": "SRVO-062 warns that the pulsecoder backup battery is low."}]}),
             ExternalRun.model_validate({"question": "How often is the J2 reducer grease replaced?",
@@ -157,6 +174,7 @@ def test_a_batch_of_one_sentence_contexts_embeds_in_one_pass(corpus, settings, c
                                 backend=backend_for(settings), profile=DEFAULT, settings=settings)
     assert all(isinstance(a, Assessment) and a.iteration.verdict is not None for a in together), together
     assert len(calls) == 1, calls
+    assert recorded == []
 
 
 def test_a_batch_claims_records_until_their_texts_hold_a_pass(clean_db):  # type: ignore[no-untyped-def]
