@@ -100,8 +100,18 @@ def test_the_tuning_page_refits_the_judge_and_plots_both_models(clean_db, settin
     at.run()
     assert not at.exception, at.exception
     assert any(shipped_model().version in c.value for c in at.caption)
+    # the weights in use, pooled and per form, beside each other: the table the chart plots
+    tables = [d.value for d in at.dataframe if list(d.value.columns[:1]) == ["signal"]]
+    assert len(tables) == 1, [list(d.value.columns) for d in at.dataframe]
+    weights = tables[0]
+    assert list(weights.columns) == ["signal", "pooled", *shipped_model().by_form]
+    pooled = dict(zip(weights["signal"], weights["pooled"], strict=True))
+    assert pooled["(intercept)"] == pytest.approx(shipped_model().intercept, abs=1e-3)
+    assert pooled["unsupported_atom"] == pytest.approx(shipped_model().coefficients["unsupported_atom"], abs=1e-3)
+    charts = [c.key for c in at.get("plotly_chart")]
+    assert "tuning.judge_weights.chart" in charts and "tuning.judge_refit.chart" not in charts, charts
     at.button(key="tuning.judge_refit").click().run()
     assert not at.exception, at.exception
     said = [m.value for m in (*at.success, *at.info)]
     assert any("fitted on 42 verdicts" in m and "20 approved" in m for m in said), said
-    assert at.get("plotly_chart"), "the held-out AUROC of both models is plotted"
+    assert "tuning.judge_refit.chart" in [c.key for c in at.get("plotly_chart")], "the held-out AUROC of both models is plotted"
