@@ -102,12 +102,18 @@ def _prose(run: str) -> list[tuple[str, str]]:
     return found
 
 
+# A line that goes on with the sentence above it: in lower case, or with a parenthesis opening on
+# a word ("(complex numbers can be formed ...)" after "There are no complex literals"; 36 such
+# wraps in python-reference and numpy-api), not a list's "(a)" or "(ii)".
+_GOES_ON = re.compile(r"[a-z]|\((?![a-z]\)|[ivx]+\))[a-z]")
+
+
 def _blocks(run: str) -> list[str]:
     """Lines, rejoined only where a hard wrap continues a sentence: chunking joins the blocks
     of a chunk with a newline, so a line break there ends a list item or paragraph."""
     blocks: list[str] = []
     for line in run.splitlines():
-        if blocks and line[:1].islower() and not re.search(r"[.!?:]\W*$", blocks[-1]):
+        if blocks and _GOES_ON.match(line) and not re.search(r"[.!?:]\W*$", blocks[-1]):
             blocks[-1] += " " + line
         else:
             blocks.append(line)

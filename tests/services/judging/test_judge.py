@@ -433,6 +433,22 @@ def test_a_definite_description_refers_back_a_name_does_not() -> None:
     assert (first.antecedent, second.antecedent, third.antecedent) == ("", "Kestrel Robotics", "")
 
 
+def test_a_parenthesis_wrapped_onto_the_next_line_goes_on_with_its_sentence_a_list_item_does_not(embed) -> None:  # type: ignore[no-untyped-def]
+    from services.judging.context_sentences import context_sentences
+
+    wrapped = ("There are three types of numeric literals.  There are no complex literals\n"
+               "(complex numbers can be formed by adding a real number and an\nimaginary number).\n"
+               "Options are read in order\n(a) from the file,\n(ii) from the command line.")
+    assert [s.text for s in context_sentences([wrapped])] == [
+        "There are three types of numeric literals.",
+        "There are no complex literals\n(complex numbers can be formed by adding a real number and an\nimaginary number).",
+        "Options are read in order", "(a) from the file,", "(ii) from the command line."]
+    # the yes/no reply reads the sentence whole: its "no" is in the context, not turned
+    yes = judge_answer("Are there no complex literals (complex numbers can be formed by adding a real number and an "
+                       "imaginary number)?", "Yes", [wrapped], embed=embed)
+    assert yes.p_supported == 0.5, yes.reason
+
+
 def test_question_words_weigh_by_how_few_context_sentences_name_them() -> None:
     from services.judging._lexical import query_terms
     from services.judging.context_sentences import context_sentences
