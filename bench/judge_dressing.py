@@ -7,7 +7,8 @@ yes/no question with "Yes, ...". None of that is a claim about the contexts. Ove
 the development set's test half (bench/judge_set.py), every right and wrong answer is judged as
 built and in each dressing; per corpus and dressing the bench prints the AUROC (right above
 wrong) as built and dressed, and how many answers' P(supported) moved by more than 0.05.
-"Yes, " dresses only the answers to questions naming no wh-word and no options.
+"Yes, " dresses only the answers to questions naming no wh-word and no options, and not the
+bare replies (right_reply, wrong_reply), which are a yes or a no already.
 
     python bench/judge_dressing.py [--corpora squad,python-reference,numpy-api,handbook]
 
@@ -32,6 +33,7 @@ from bench.judge import auroc  # noqa: E402
 from bench.judge_set import JudgeCase, build_cases  # noqa: E402
 
 MOVED = 0.05
+REPLIES = ("right_reply", "wrong_reply")  # bench/judge_set.py's bare yes/no replies
 DRESSINGS: dict[str, Callable[[str], str]] = {
     "yes": lambda answer: f"Yes, {answer}",
     "attribution": lambda answer: f"According to the provided context, {answer}",
@@ -71,7 +73,8 @@ def main() -> None:
         out[corpus] = {}
         for name in args.dressings.split(","):
             dress = DRESSINGS[name]
-            dressed_cases = [c for c in cases if name != "yes" or asks_yes_or_no(c.question)]
+            # "Yes, " goes before an answer to a yes/no question, not before a bare reply ("Yes, No")
+            dressed_cases = [c for c in cases if name != "yes" or (asks_yes_or_no(c.question) and c.kind not in REPLIES)]
             log(f"{corpus}, {name}: {len(dressed_cases)} answers")
             labels = [c.label for c in dressed_cases]
             built = [p_supported(c) for c in dressed_cases]
