@@ -147,8 +147,9 @@ def _search(tab) -> None:  # type: ignore[no-untyped-def]
 
 
 def _review(tab) -> None:  # type: ignore[no-untyped-def]
-    text = _text(tab)
-    assert re.search(r"50 of \d+ queued runs reviewed", text) and "calibrated probability of approval" in text
+    # the progress line streams in after the queue's caption (read once, it was missing on a clean clone)
+    _shows(tab, re.compile(r"50 of \d+ queued runs reviewed"))
+    assert "calibrated probability of approval" in _text(tab)
     assert tab.locator(f"{MAIN} [data-testid=stDataFrame]").count() == 1 and _charts(tab, 1) == 1
 
 
