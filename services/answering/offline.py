@@ -31,7 +31,7 @@ from services.judging import Verdict, judge_answer
 from services.judging import _lexical as lex
 from services.judging._sentences import MARKERS, chunk_sentences, strip_markers
 from services.judging.adequacy import addressing, answer_relevance, grade_answer
-from services.judging.features import Embed
+from services.judging.semantic import Embed
 from services.judging.vectors import cached_embedder
 from services.judging.verdict import ABSTAINED, UNCHECKED
 from services.scoring.blend import REFLECTION_MIN_SCORE

@@ -16,7 +16,7 @@ from services.judging._contradiction import contradiction
 from services.judging._sentences import addressing_text, answer_sentences
 from services.judging.answer_type import CHOICE, expected_kind, type_fit
 from services.judging.claims import answer_claims, is_abstention, is_concise
-from services.judging.features import Embed, relevance_between
+from services.judging.semantic import Embed, relevance_between
 
 CONTRADICTION_GRADE_CAP = 2
 # A concise answer of the asked kind is GOOD, not EXCELLENT: whether it is right is the
@@ -73,7 +73,7 @@ def addressing(question: str, answer: str, *, relevance: float) -> float:
 
 
 def answer_relevance(question: str, answer: str, embed: Embed) -> float:
-    """How much the answer's plain text is about the question, in [0, 1] (features.relevance_between)."""
+    """How much the answer's plain text is about the question, in [0, 1] (semantic.relevance_between)."""
     plain = " ".join(answer_sentences(answer))
     if not question.strip() or not plain:
         return 0.0

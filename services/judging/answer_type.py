@@ -9,6 +9,7 @@ is the wrong one (services.judging.evidence measures that).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.judging.atoms import CODE, NAME, NUMBER, YEAR, Atom
@@ -112,6 +113,13 @@ def chosen_option(expected: Expected, answer: str) -> int | None:
     shared = [len(set(tokenize(option)) & said) for option in expected.options]
     best = max(shared, default=0)
     return shared.index(best) if best and shared.count(best) == 1 else None
+
+
+def without_options(question: str, options: Sequence[str]) -> str:
+    """`question` with the options it names taken out: what an answer picking one is asked."""
+    for option in options:
+        question = question.replace(option, " ")
+    return question
 
 
 def _options(question: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ one model can weigh them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,19 +17,24 @@ from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
 from services.judging._sentences import answer_sentences
-from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit
+from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit, without_options
 from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
 from services.judging.forms import FORM_SIGNALS, form_signals
 from services.judging.nli import Entail
 from services.judging.polarity import Polarity, read_polarity, statement
+from services.judging.semantic import (
+    Embed,
+    claim_relevance,
+    claim_statement,
+    evidence_margin_and_relevance,
+    evidence_nearness,
+    option_relevance,
+    sentence_reader,
+    similarity,
+)
 from services.retrieval.text import tokenize
-
-Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors, one row each
-# context sentences -> unit vectors: read in their context where the embedder can
-# (services.judging.vectors.SentenceEmbedder.in_context), else alone
-SentenceVectors = Callable[[Sequence[ContextSentence]], np.ndarray]
 
 FEATURES = (
     "abstains", "unsupported_atom", "atom_support", "word_support", "evidence_support",
@@ -42,10 +47,6 @@ FEATURES = (
     "model_log_odds", "nli_log_odds",
 )
 LOG_ODDS_LIMIT = 4.0  # a model's 0.99 counts as 0.98: no single verdict outweighs the rest
-# MiniLM cosine between a question and text: ~0.2 for unrelated, ~0.7 for a direct answer.
-COSINE_UNRELATED, COSINE_ANSWERING = 0.2, 0.7
-MARGIN_SENTENCES = 12  # context sentences embedded to find the one most about the question
-NEARNESS_SENTENCES = 40  # sentences of the evidence's context read for where it speaks of the question
 
 
 @dataclass(frozen=True)
@@ -84,25 +85,25 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         return Reading(features, (), words.expected, True, None, True)
     expected, pool, adding = words.expected, words.pool, words.adding
     if embed is not None and expected.kind == CHOICE:
-        features["option_relevance"] = _option_relevance(expected, question, answer, pool, embed,
-                                                         sentence_reader(embed, contexts))
+        features["option_relevance"] = option_relevance(expected, question, answer, pool, embed,
+                                                        sentence_reader(embed, contexts))
     if embed is not None and adding:
         sentences = sentence_reader(embed, contexts)
         answering = words.answering()
-        features["similarity"] = _similarity(question, adding, embed, sentences)
-        features["relevance"] = _relevance(question, answering.claim.text, embed)
-        features["evidence_margin"], features["evidence_relevance"] = _evidence_margin_and_relevance(
+        features["similarity"] = similarity(question, adding, embed, sentences)
+        features["relevance"] = claim_relevance(question, answering.claim.text, embed)
+        features["evidence_margin"], features["evidence_relevance"] = evidence_margin_and_relevance(
             question, answering, pool, words.terms, embed, sentences)
         # A sentence asserts its evidence whole: one about something else answers nothing, however
         # well its words are grounded (a passage's sentence nearest the question's words, when
         # the passage that answers was not retrieved). A concise answer picks a phrase of its
         # sentence, which need not be about the question as a whole: locality reads that.
         features["sentence_relevance"] = 0.0 if words.features["concise"] else features["evidence_relevance"]
-        features["evidence_nearness"] = _evidence_nearness(question, answering, pool, embed, sentences)
+        features["evidence_nearness"] = evidence_nearness(question, answering, pool, embed, sentences)
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)
     if entail is not None and adding:
-        pairs = [(r.evidence.text, _statement(question, r.claim.text)) for r in adding if r.evidence is not None]
+        pairs = [(r.evidence.text, claim_statement(question, r.claim.text)) for r in adding if r.evidence is not None]
         features["nli_log_odds"] = log_odds(float(entail(pairs).min())) if pairs else -LOG_ODDS_LIMIT
     return Reading(features, words.read, expected, False, words.contradiction_reason, words.adds_nothing,
                    words.swapped, words.bare_reply, _polarity(question, tuple(contexts)) if words.bare_reply else None)
@@ -150,7 +151,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
     pool = context_sentences(contexts)
     asked = asked_weights(terms, pool, avoid=frozenset(s for option in expected.options for s in tokenize(option)))
     # The option an answer picks is what it adds: read it against the question without its options.
-    unoptioned = _without(question, expected.options)
+    unoptioned = without_options(question, expected.options)
     claims = answer_claims(unoptioned, said)
     restates = not any(c.added_stems or c.added_atoms for c in claims)
     if restates:
@@ -212,33 +213,18 @@ def _polarity(question: str, contexts: tuple[str, ...]) -> Polarity:
 def texts_read_alone(question: str, answer: str) -> list[str]:
     """What reading `answer` (read_answer, and adequacy.answer_relevance) embeds alone, whatever
     its contexts, give or take a claim: the question, with and without its options, each claim
-    (_similarity, _relevance) and the answer's plain text. Its contexts' sentences are read in
+    (services.judging.semantic) and the answer's plain text. Its contexts' sentences are read in
     their contexts. Intake encodes these with its batch's contexts (services.intake.batch), before
     CRAG decides which contexts the judge reads."""
-    unoptioned = _without(question, expected_kind(question).options)
+    unoptioned = without_options(question, expected_kind(question).options)
     said = what_is_said(question, answer)[0]
     texts = [question, unoptioned, *(c.text for c in answer_claims(unoptioned, said)), " ".join(answer_sentences(answer))]
     return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
-def sentence_reader(embed: Embed, contexts: Sequence[str]) -> SentenceVectors:
-    """How `embed` reads the sentences of `contexts`: in their context when it can, alone
-    when it embeds texts only (the recording in services.intake.batch, a test's embedder)."""
-    in_context = getattr(embed, "in_context", None)
-    if in_context is None:
-        return lambda sentences: embed([s.text for s in sentences])
-    return lambda sentences: in_context(contexts, sentences)  # type: ignore[no-any-return]
-
-
 def log_odds(p: float) -> float:
     p = min(max(p, 1e-9), 1 - 1e-9)
     return float(np.clip(np.log(p / (1 - p)), -LOG_ODDS_LIMIT, LOG_ODDS_LIMIT))
-
-
-def _without(question: str, options: Sequence[str]) -> str:
-    for option in options:
-        question = question.replace(option, " ")
-    return question
 
 
 def _option_margin(expected: Expected, answer: str, asked: Mapping[str, float],
@@ -256,31 +242,6 @@ def _option_margin(expected: Expected, answer: str, asked: Mapping[str, float],
     return float(np.clip(reach[chosen] - max(others, default=0.0), -1.0, 1.0))
 
 
-def _statement(question: str, claim: str) -> str:
-    """A concise claim is read with its question ("Osaka" says nothing alone)."""
-    return f"{question} {claim}" if is_concise(claim) else claim
-
-
-# Where meaning is compared, a concise claim read with its question is given its question's
-# vector: the few words it adds move that vector little (cos(question, question + claim) >=
-# COSINE_ANSWERING for 99.2% of the development set's concise answers, 2026-11-28), and
-# embedding each such pair was model work no other signal needed.
-def _relevance(question: str, claim: str, embed: Embed) -> float:
-    """How much the claim is about the question, in [0, 1]; a concise claim, read as its
-    question, is wholly about it."""
-    return 1.0 if is_concise(claim) else relevance_between(question, claim, embed)
-
-
-def relevance_between(question: str, text: str, embed: Embed) -> float:
-    """cos(question, text) mapped from [COSINE_UNRELATED, COSINE_ANSWERING] onto [0, 1]."""
-    vectors = embed([question, text])
-    return _mapped(float(vectors[0] @ vectors[1]))
-
-
-def _mapped(cosine: float) -> float:
-    return float(np.clip((cosine - COSINE_UNRELATED) / (COSINE_ANSWERING - COSINE_UNRELATED), 0.0, 1.0))
-
-
 def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
     entities = [t for t in terms if t.entity]
     if not entities:
@@ -291,62 +252,3 @@ def _entity_coverage(terms: Sequence[Term], answering: ClaimEvidence) -> float:
     return coverage(entities, text)
 
 
-def _evidence_margin_and_relevance(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence],
-                     terms: Sequence[Term], embed: Embed, sentences: SentenceVectors) -> tuple[float, float]:
-    """cos(question, evidence) less the best cos(question, sentence) over the context sentences
-    that name most of the question (at most MARGIN_SENTENCES of them): 0 when the answer comes
-    from the sentence most about the question, below 0 when another sentence is more so; and
-    how much the evidence itself is about the question (as relevance_between maps it). Read on
-    the context's sentence, not the answer, so a concise answer and a sentence quoting the same
-    evidence read alike, and an answer echoing the question gains nothing by it."""
-    if answering.evidence is None:
-        return -1.0, 0.0
-    ranked = sorted(pool, key=lambda s: -coverage(terms, s.speaks_of))[:MARGIN_SENTENCES] if terms else pool[:MARGIN_SENTENCES]
-    cosines = sentences([answering.evidence, *ranked]) @ embed([question])[0]
-    return float(np.clip(cosines[0] - cosines.max(), -1.0, 0.0)), _mapped(float(cosines[0]))
-
-
-def _evidence_nearness(question: str, answering: ClaimEvidence, pool: Sequence[ContextSentence], embed: Embed,
-                       sentences: SentenceVectors) -> float:
-    """1 / (1 + how many sentences of its context lie between the evidence and the sentence of
-    that context most like the question): a passage answers near where it speaks of the
-    question; a name or phrase from elsewhere in it sits farther off."""
-    if answering.evidence is None:
-        return 0.0
-    own = [s for s in pool if s.context == answering.evidence.context][:NEARNESS_SENTENCES]
-    if answering.evidence not in own:
-        return 0.0
-    top = int(np.argmax(sentences(own) @ embed([question])[0]))
-    return 1.0 / (1.0 + abs(own.index(answering.evidence) - top))
-
-
-def _option_relevance(expected: Expected, question: str, answer: str, pool: Sequence[ContextSentence],
-                      embed: Embed, read: SentenceVectors) -> float:
-    """cos(question without its options, the sentence naming the chosen option) less the same for
-    the other option (-1..1; 0 when the answer names neither, or one sentence names both):
-    the option a passage states in its sentence about the question is the one it pairs with it."""
-    chosen = chosen_option(expected, answer)
-    if chosen is None:
-        return 0.0
-    sentences = []
-    for option in expected.options:
-        own = set(tokenize(option))
-        best = max(pool, key=lambda s: len(own & set(s.stems)), default=None)
-        if best is None or not own & set(best.stems):
-            return 0.0
-        sentences.append(best)
-    if len({s.text for s in sentences}) < len(sentences):
-        return 0.0
-    cosines = read(sentences) @ embed([_without(question, expected.options)])[0]
-    others = [c for i, c in enumerate(cosines) if i != chosen]
-    return float(np.clip(cosines[chosen] - max(others), -1.0, 1.0))
-
-
-def _similarity(question: str, adding: Sequence[ClaimEvidence], embed: Embed, sentences: SentenceVectors) -> float:
-    """The lowest cosine between a claim (a concise one read as its question) and its evidence."""
-    pairs = [(r.claim.text, r.evidence) for r in adding if r.evidence is not None]
-    if not pairs:
-        return 0.0
-    claims = embed([question if is_concise(claim) else claim for claim, _ in pairs])
-    evidence = sentences([sentence for _, sentence in pairs])
-    return float(np.clip((claims * evidence).sum(axis=1), 0.0, 1.0).min())

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from services.judging._lexical import quoted_list
 from services.judging.answer_type import CHOICE
 from services.judging.evidence import ClaimEvidence
-from services.judging.features import Embed, Reading, read_answer
+from services.judging.features import Reading, read_answer
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.nli import Entail
 from services.judging.polarity import Polarity
+from services.judging.semantic import Embed
 from services.judging.verdict import (
     ABSTAINED,
     GROUNDED_WORD_SUPPORT,
