@@ -5,7 +5,7 @@ its contexts, built from SQuAD 2.0 half-dev, python-reference, numpy-api and the
 
 prints the counts per corpus and kind and the length-only AUROC (stderr). Pure and seeded:
 build_cases(corpora, per_corpus, seed) gives the same cases for the same arguments. Each
-question yields up to sixteen kinds of answer (KINDS); right and wrong come in the same styles
+question yields up to seventeen kinds of answer (KINDS); right and wrong come in the same styles
 (concise, sentence, restated, a bare yes/no reply) in equal numbers per corpus, so length cannot
 tell them apart.
 """
@@ -51,6 +51,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "wrong_option": (0, "concise"),
     "reversed": (0, "sentence"), "abstention": (0, "concise"), "other_passage": (0, "sentence"),
     "nothing_retrieved": (0, "sentence"), "right_reply": (1, "reply"), "wrong_reply": (0, "reply"),
+    "wrong_type": (0, "concise"),
 }
 # Each wrong kind is compared with the right kind of the same form, on the same questions.
 COMPARISONS: dict[str, str] = {
@@ -58,7 +59,7 @@ COMPARISONS: dict[str, str] = {
     "same_passage_restated": "right_restated",
     "abstention": "right_concise", "wrong_option": "right_option", "changed_number": "right_sentence",
     "reversed": "right_sentence", "other_passage": "right_sentence",
-    "nothing_retrieved": "right_sentence", "wrong_reply": "right_reply",
+    "nothing_retrieved": "right_sentence", "wrong_reply": "right_reply", "wrong_type": "right_concise",
 }
 ABSTENTIONS = ("I don't know.", "The provided context does not say.", "Not enough information to answer.", "")
 MAX_SENTENCE_CHARS = 400
@@ -103,7 +104,12 @@ def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = 300, see
         test = test_half(corpus)
         built = [case for q in picked
                  for case in _cases(corpus, q, "test" if q.qid in test else "train", random.Random(f"{seed}/{name}/{q.qid}"))]
-        cases += balanced(built, COMPARISONS, seed)
+        kept = balanced(built, COMPARISONS, seed)
+        # Drawn apart and after the balance, so that every other case stays what it was; on the
+        # contexts of the right concise answer it is compared with.
+        concise = {c.question_id: c for c in kept if c.kind == "right_concise"}
+        cases += kept + [case for q in picked if q.qid in concise
+                         for case in _wrong_type(corpus, q, concise[q.qid], random.Random(f"{seed}/{name}/{q.qid}/type"))]
     return cases
 
 
@@ -174,6 +180,38 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
 
 
 # --- values put in the gold one's place ------------------------------------------------------
+
+# A question asking for a person or a place answered with a figure or a date its passage holds,
+# one asking for a time or a count answered with a name of it: grounded, of the wrong kind.
+_WRONG_TYPES = {"who": ("number", "date"), "where": ("number", "date"), "when": ("name",), "how-many": ("name",)}
+# The wh-word that opens the question asks (question_class finds one anywhere: "Why does x == x
+# come out False when ...?" is no when-question), a "when" only before its verb ("when
+# converting an array to text, how ...?" states a condition).
+_ASKED = re.compile(r"^\s*(?:(?:in|on|at|during|from|by|for|to|with)\s+)?(?P<word>who|whom|whose|where|when(?=\s+(?:did|was|were|is|are|does|do|will|had|has|have)\b)"
+                    r"|how\s+(?:many|much)"
+                    r"|(?:what|which)\s+(?:year|century|decade|date|month|day))\b", re.IGNORECASE)
+
+
+def _wrong_type(corpus: Corpus, q: Question, right: JudgeCase, rng: random.Random) -> list[JudgeCase]:
+    """The passage's value of a kind the question does not ask for, nearest the gold's length
+    (a who answered "1998"), when the question asks for a kind and the passage holds one; on
+    the contexts of `right`, the question's right concise answer."""
+    opening = _ASKED.match(q.question)
+    wrong = _WRONG_TYPES.get(question_class(opening.group("word"))) if opening else None
+    gold, _, _ = passage(corpus.docs[q.doc], q.start, q.end)
+    if wrong is None or value_type(q.answer) in wrong:
+        return []
+    answers = [q.answer.lower(), *(a.lower() for a in q.alternatives)]
+    asked = q.question.lower()
+    candidates = sorted({v.text for v in corpus.values
+                         if v.doc == q.doc and v.type in wrong and contains(gold, v.text) and v.text.lower() not in asked
+                         and not any(v.text.lower() in a or a in v.text.lower() for a in answers)})
+    if not candidates:
+        return []
+    nearest = min(abs(len(c) - len(q.answer)) for c in candidates)
+    value = rng.choice([c for c in candidates if abs(len(c) - len(q.answer)) == nearest])
+    return [JudgeCase(q.corpus, q.qid, "wrong_type", KINDS["wrong_type"][1], q.question, value, right.contexts, 0, right.split,
+                      f"{value!r} is in the passage but not of the kind asked", value)]
 
 def _near(value: str, answer: str) -> bool:
     return abs(len(value) - len(answer)) <= max(3, 0.35 * len(answer))

@@ -14,7 +14,7 @@ import pytest
 from bench._common import SQUAD_DIR
 from bench._judge_replies import yes_no_question
 from bench._judge_sources import HANDBOOK_DOCS, HANDBOOK_QA
-from bench._judge_text import question_options
+from bench._judge_text import question_class, question_options, value_type
 from bench.judge_set import ABSTENTIONS, COMPARISONS, KINDS, JudgeCase, build_cases, length_auroc
 
 OURS = ("handbook", "python-reference", "numpy-api")
@@ -85,6 +85,28 @@ def test_wrong_answers_differ_from_the_right_ones_they_are_compared_with(ours: l
     options = [c for c in ours if c.kind in ("right_option", "wrong_option")]
     assert all(question_options(c.question) is not None for c in options)
     assert all(_flat(c.answer) in _flat(c.question) for c in options)
+
+
+def test_a_wrong_kind_is_a_value_of_its_passage_that_the_question_does_not_ask_for(ours: list[JudgeCase]) -> None:
+    # who/where answered with a figure or a date, when/how many with a name; on the contexts of
+    # the question's right concise answer, whose passage holds the value.
+    not_asked = {"who": {"number", "date"}, "where": {"number", "date"}, "when": {"name"}, "how-many": {"name"}}
+    concise = {(c.corpus, c.question_id): c for c in ours if c.kind == "right_concise"}
+    typed = [c for c in ours if c.kind == "wrong_type"]
+    assert {c.corpus for c in typed} == set(OURS)
+    for case in typed:
+        right = concise[(case.corpus, case.question_id)]
+        assert case.contexts == right.contexts and case.split == right.split and case.answer == case.value
+        assert any(_flat(case.value) in _flat(c) for c in case.contexts), case
+        assert value_type(case.answer) in not_asked[_asked(case.question)], case
+
+
+def _asked(question: str) -> str:
+    """The class of the wh-word opening the question, past a preposition ("In what year ...")."""
+    words = question.split()
+    if words[0].lower() in ("in", "on", "at", "during", "from", "by", "for", "to", "with"):
+        words = words[1:]
+    return question_class(" ".join(words[:2]))
 
 
 @pytest.mark.parametrize("corpus", OURS)

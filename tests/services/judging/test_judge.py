@@ -13,7 +13,7 @@ from services.judging.adequacy import answer_relevance, grade_answer
 from services.judging.atoms import atoms, holds
 from services.judging.claims import answer_claims, is_abstention, unframed
 from services.judging.features import read_answer, texts_read_alone
-from services.judging.judge import NOTHING_ADDED_CAP
+from services.judging.judge import NOTHING_ADDED_CAP, WRONG_KIND_CAP
 from services.judging.model import JudgeModel, shipped_model
 from services.judging.vectors import cached_embedder
 from services.judging.verdict import ABSTAINED, SUPPORTED, UNCERTAIN, UNCHECKED
@@ -188,6 +188,27 @@ def test_the_reason_always_agrees_with_the_label(embed) -> None:  # type: ignore
         assert praised == (verdict.label == SUPPORTED), (answer, verdict.label, verdict.reason)
         if verdict.auto_accept:
             assert verdict.label == SUPPORTED and verdict.grounded
+
+
+FOUNDING = ["Kestrel Robotics was founded in 1998 by Mika Laine in Tampere. The company makes welding arms and "
+            "employs 400 people."]
+
+
+@pytest.mark.parametrize(("question", "right", "wrong", "asked"), [
+    ("Who founded Kestrel Robotics?", "Mika Laine", "1998", "person"),
+    ("Where was Kestrel Robotics founded?", "Tampere", "1998", "place"),
+    ("When was Kestrel Robotics founded?", "1998", "Mika Laine", "time"),
+    ("How many people does Kestrel Robotics employ?", "400", "Tampere", "quantity"),
+])
+def test_a_grounded_phrase_of_the_wrong_kind_never_skips_review(embed, question: str, right: str, wrong: str,  # type: ignore[no-untyped-def]
+                                                                asked: str) -> None:
+    # Every word of the wrong answer is in the passage, beside the question's words: only its
+    # kind says it does not answer. It is held for review, below the right answer, and told why.
+    held = judge_answer(question, wrong, FOUNDING, embed=embed)
+    assert held.features["type_fit"] == 0.0 and held.grounded
+    assert held.label == UNCERTAIN and not held.auto_accept
+    assert held.p_supported <= WRONG_KIND_CAP < judge_answer(question, right, FOUNDING, embed=embed).p_supported
+    assert f"the question asks for a {asked}; the answer gives none" in held.reason
 
 
 def test_a_restatement_adding_nothing_is_read_against_its_contexts_and_never_skips_review(embed) -> None:  # type: ignore[no-untyped-def]
