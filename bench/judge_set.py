@@ -187,9 +187,9 @@ _WRONG_TYPES = {"who": ("number", "date"), "where": ("number", "date"), "when": 
 # The wh-word that opens the question asks (question_class finds one anywhere: "Why does x == x
 # come out False when ...?" is no when-question), a "when" only before its verb ("when
 # converting an array to text, how ...?" states a condition).
-_ASKED = re.compile(r"^\s*(?:(?:in|on|at|during|from|by|for|to|with)\s+)?(?P<word>who|whom|whose|where|when(?=\s+(?:did|was|were|is|are|does|do|will|had|has|have)\b)"
-                    r"|how\s+(?:many|much)"
-                    r"|(?:what|which)\s+(?:year|century|decade|date|month|day))\b", re.IGNORECASE)
+_ASKED = re.compile(r"^\s*(?:(?:in|on|at|during|from|by|for|to|with)\s+)?"
+                    r"(?P<word>who|whom|whose|where|when(?=\s+(?:did|was|were|is|are|does|do|will|had|has|have)\b)"
+                    r"|how\s+(?:many|much)|(?:what|which)\s+(?:year|century|decade|date|month|day))\b", re.IGNORECASE)
 
 
 def _wrong_type(corpus: Corpus, q: Question, right: JudgeCase, rng: random.Random) -> list[JudgeCase]:
