@@ -198,9 +198,9 @@ def _wrong_type(corpus: Corpus, q: Question, right: JudgeCase, rng: random.Rando
     the contexts of `right`, the question's right concise answer."""
     opening = _ASKED.match(q.question)
     wrong = _WRONG_TYPES.get(question_class(opening.group("word"))) if opening else None
-    gold, _, _ = passage(corpus.docs[q.doc], q.start, q.end)
     if wrong is None or value_type(q.answer) in wrong:
         return []
+    gold, _, _ = passage(corpus.docs[q.doc], q.start, q.end)
     answers = [q.answer.lower(), *(a.lower() for a in q.alternatives)]
     asked = q.question.lower()
     candidates = sorted({v.text for v in corpus.values
@@ -212,6 +212,7 @@ def _wrong_type(corpus: Corpus, q: Question, right: JudgeCase, rng: random.Rando
     value = rng.choice([c for c in candidates if abs(len(c) - len(q.answer)) == nearest])
     return [JudgeCase(q.corpus, q.qid, "wrong_type", KINDS["wrong_type"][1], q.question, value, right.contexts, 0, right.split,
                       f"{value!r} is in the passage but not of the kind asked", value)]
+
 
 def _near(value: str, answer: str) -> bool:
     return abs(len(value) - len(answer)) <= max(3, 0.35 * len(answer))
