@@ -201,17 +201,24 @@ def _wrong_type(corpus: Corpus, q: Question, right: JudgeCase, rng: random.Rando
     if wrong is None or value_type(q.answer) in wrong:
         return []
     gold, _, _ = passage(corpus.docs[q.doc], q.start, q.end)
-    answers = [q.answer.lower(), *(a.lower() for a in q.alternatives)]
-    asked = q.question.lower()
     candidates = sorted({v.text for v in corpus.values
-                         if v.doc == q.doc and v.type in wrong and contains(gold, v.text) and v.text.lower() not in asked
-                         and not any(v.text.lower() in a or a in v.text.lower() for a in answers)})
+                         if v.doc == q.doc and v.type in wrong and contains(gold, v.text) and not _asked_or_answered(q, v.text)})
     if not candidates:
         return []
     nearest = min(abs(len(c) - len(q.answer)) for c in candidates)
     value = rng.choice([c for c in candidates if abs(len(c) - len(q.answer)) == nearest])
     return [JudgeCase(q.corpus, q.qid, "wrong_type", KINDS["wrong_type"][1], q.question, value, right.contexts, 0, right.split,
                       f"{value!r} is in the passage but not of the kind asked", value)]
+
+
+def _answers(q: Question) -> list[str]:
+    return [q.answer.lower(), *(a.lower() for a in q.alternatives)]
+
+
+def _asked_or_answered(q: Question, text: str) -> bool:
+    """Whether `text` is words of the question, or an accepted answer's or holds one: no wrong value."""
+    low = text.lower()
+    return low in q.question.lower() or any(low in a or a in low for a in _answers(q))
 
 
 def _near(value: str, answer: str) -> bool:
@@ -265,14 +272,10 @@ def _same_passage(corpus: Corpus, q: Question, gold: str, span: tuple[int, int],
     question's answer on it first); for a phrase answer, a phrase of the passage of its length."""
     from services.retrieval.text import tokenize
 
-    answers = [q.answer.lower(), *(a.lower() for a in q.alternatives)]
-    gold_words = {w for a in answers for w in tokenize(a)}
-
-    asked = q.question.lower()
+    gold_words = {w for a in _answers(q) for w in tokenize(a)}
 
     def unrelated(text: str) -> bool:
-        low = text.lower()
-        if low in asked or any(low in a or a in low for a in answers):
+        if _asked_or_answered(q, text):
             return False
         if vtype in ("number", "date"):
             return not (_figures(text) & _figures(q.answer))
