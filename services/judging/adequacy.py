@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from services.judging import _lexical as lex
 from services.judging._contradiction import contradiction
 from services.judging._sentences import addressing_text, answer_sentences
-from services.judging.answer_type import CHOICE, expected_kind, type_fit
+from services.judging.answer_type import CHOICE, expected_kind, type_fit, words_not_asked
 from services.judging.claims import answer_claims, is_abstention, is_concise
 from services.judging.semantic import Embed, relevance_between
 
@@ -91,7 +91,7 @@ def _read(question: str, answer: str, terms: tuple[lex.Term, ...]) -> str | floa
         return 0.0  # a restated question answers nothing
     if is_concise(answer):
         added = tuple(a for c in claims for a in c.added_atoms)
-        return type_fit(expected_kind(question), added, " ".join(w for c in claims for w in c.added_words))
+        return type_fit(expected_kind(question), added, words_not_asked(question, answer), answer)
     return addressing_text(question, terms, sentences)
 
 

@@ -21,7 +21,20 @@ _MONTHS = ("january|february|march|april|may|june|july|august|september|october|
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _TIME_WORDS = re.compile(rf"\b(?:{_MONTHS}|century|centuries|decade|decades|year|years|day|days|week|weeks|"
                          r"month|months|hour|hours|minute|minutes|seconds?|ms|morning|evening|night|"
+                         r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekdays?|weekends?|"
+                         r"today|tomorrow|yesterday|tonight|noon|midday|midnight|dawn|dusk|daily|weekly|monthly|"
+                         r"yearly|annually|immediately|era|a\.m|p\.m|"
                          r"spring|summer|autumn|winter|bc|ad|bce|ce|\d+(?:st|nd|rd|th))\b", re.IGNORECASE)
+# A "when" is also answered by the event or condition it follows: "When does the motor stop?"
+# "When the guard door opens.", "after Decision Time", "during the Cold War", "if the buffer fills".
+_TIME_OPENING = re.compile(r"^\W*(?:(?:just|only|right|shortly|soon|immediately|not\s+until)\s+)?"
+                           r"(?:when|whenever|while|once|after|before|until|till|since|during|if|upon|every|each|"
+                           r"as\s+soon\s+as|as\s+long\s+as|by\s+the\s+time|at\s+the\s+(?:start|end|beginning|time))\b",
+                           re.IGNORECASE)
+# A quantity said in words: "a single output", "twice", "free" (for "how much does it cost").
+_QUANTITY_WORDS = re.compile(r"\b(?:zero|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
+                             r"hundreds?|thousands?|millions?|billions?|dozens?|single|once|twice|thrice|half|"
+                             r"double|triple|both|free)\b", re.IGNORECASE)
 # The asking wh-phrase (_ASKING), read in order: the first that matches decides.
 _EXPECTED = (
     (re.compile(r"\b(?:how\s+(?:many|much|long|far|old|often|big|large|high|tall|fast|heavy)|"
@@ -47,6 +60,10 @@ _ASKING = re.compile(r"(?:^|[,;:(]|\s[-–—]|\b(?:and|but|or|in|on|at|during|b
 # A condition put first is not what is asked: "When I unpack with a starred name like first,
 # *rest = data, what type does rest end up being?"
 _CONDITION = re.compile(rf"^\s*(?:when|if|while|once|after|before)\b(?!\s+{_AUXILIARY}\b)[^,?]*,\s*", re.IGNORECASE)
+# "When should I use a frozen dataclass?" asks in what case, not at what time: a condition answers
+# it ("if instances must be hashable"), as it does "When is it safe to call close()?".
+_ASKS_A_CASE = re.compile(r"^\s*when\s+(?:(?:should|would|could|can|must|might|may|shall)(?:n['’]t)?\s+"
+                          r"(?:i|you|we|one|they|it|he|she)|is\s+it)\b", re.IGNORECASE)
 # "... , A or B?": the options are the phrases either side of the question's last "or". The
 # first starts after the last comma, colon or "between"/"either" before it; with none, it
 # takes as many words as the second ("in Boston or Chicago" asks Boston or Chicago).
@@ -69,8 +86,12 @@ def expected_kind(question: str) -> Expected:
         return Expected(CHOICE, options)
     asked = _CONDITION.sub("", question)
     match = _ASKING.search(asked)
-    if match is None:
-        return Expected(ANY)  # a yes/no question, or a search-style query naming no wh-word
+    if match is None or _ASKS_A_CASE.match(asked):
+        return Expected(ANY)  # a yes/no question, a search-style query naming no wh-word, or a case asked for
+    if "?" not in asked and asked[:match.start()].strip() and not match.group("last"):
+        # A search-style query asks nothing: its wh-word is a clause of what it describes
+        # ("count how many times each value occurs", "distinct values along with how many times each occurs").
+        return Expected(ANY)
     word = match.group("word") or match.group("inverted") or match.group("last")
     for phrase in (asked[match.start():].lstrip(",;:(-–— "), asked[asked.index(word, match.start()):]):
         for pattern, kind in _EXPECTED:
@@ -89,21 +110,29 @@ def asks_yes_or_no(question: str) -> bool:
     return _OPENING_VERB.match(question) is not None or _ASKING.search(_CONDITION.sub("", question)) is None
 
 
-def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str) -> float:
+def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str, concise: str = "") -> float:
     """1 when the answer's new content is of the asked kind, 0 when it is plainly not, 0.5
-    when the question does not say or the answer's kind cannot be read."""
+    when the question does not say or the answer's kind cannot be read. `added_text` is the
+    answer's words that the question does not hold; `concise` a concise answer's whole text,
+    whose opening can say when ("after Decision Time")."""
     kinds = {a.kind for a in added}
     if expected.kind in (ANY, CHOICE):
         return 0.5
     if expected.kind == QUANTITY:
-        return 1.0 if NUMBER in kinds or YEAR in kinds else 0.0
+        return 1.0 if NUMBER in kinds or YEAR in kinds or _QUANTITY_WORDS.search(added_text) else 0.0
     if expected.kind == TIME:
-        return 1.0 if YEAR in kinds or _TIME_WORDS.search(added_text) else 0.0
+        return 1.0 if YEAR in kinds or _TIME_WORDS.search(added_text) or _TIME_OPENING.match(concise) else 0.0
     if expected.kind in (PERSON, PLACE):
         if NAME in kinds or CODE in kinds:
             return 1.0
         return 0.0 if kinds <= {NUMBER, YEAR} and kinds else 0.5
     return 0.5
+
+
+def words_not_asked(question: str, answer: str) -> str:
+    """`answer`'s words, as written, that `question` does not hold: what its kind is read from."""
+    asked = {w.lower() for w in re.findall(r"[^\W_]+", question)}
+    return " ".join(w for w in re.findall(r"[^\W_]+", answer) if w.lower() not in asked)
 
 
 def chosen_option(expected: Expected, answer: str) -> int | None:

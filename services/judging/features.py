@@ -17,7 +17,15 @@ from services.judging._contradiction import contradiction
 from services.judging._lexical import Term, coverage, query_terms
 from services.judging._quotes import changed_quote
 from services.judging._sentences import answer_sentences
-from services.judging.answer_type import CHOICE, Expected, chosen_option, expected_kind, type_fit, without_options
+from services.judging.answer_type import (
+    CHOICE,
+    Expected,
+    chosen_option,
+    expected_kind,
+    type_fit,
+    without_options,
+    words_not_asked,
+)
 from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
@@ -184,8 +192,7 @@ def read_words(question: str, answer: str, contexts: tuple[str, ...]) -> Words:
         features["coverage_margin"] = answering.question_coverage - answering.best_coverage
         features["locality"] = max(r.locality for r in adding)
         features["locality_margin"] = float(np.clip(max(r.locality - r.rival_locality for r in adding), -1.0, 1.0))
-    added_text = " ".join(w for r in adding for w in r.claim.added_words)
-    features["type_fit"] = type_fit(expected, tuple(all_atoms), added_text)
+    features["type_fit"] = type_fit(expected, tuple(all_atoms), words_not_asked(unoptioned, said), said if concise else "")
     if expected.kind == CHOICE:
         features["option_margin"] = _option_margin(expected, answer, asked, pool)
     features["reversal"] = float(any(r.reversal for r in read))

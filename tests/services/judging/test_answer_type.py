@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.judging.answer_type import ANY, CHOICE, PERSON, PLACE, QUANTITY, TIME, expected_kind
+from services.judging.answer_type import ANY, CHOICE, PERSON, PLACE, QUANTITY, TIME, expected_kind, type_fit, words_not_asked
+from services.judging.atoms import atoms
 
 
 @pytest.mark.parametrize(("question", "kind"), [
@@ -39,3 +40,48 @@ def test_the_asking_wh_word_decides(question: str, kind: str) -> None:
 ])
 def test_a_wh_word_inside_a_clause_asks_for_nothing(question: str) -> None:
     assert expected_kind(question).kind == ANY
+
+
+@pytest.mark.parametrize("question", [
+    # a "when" that asks in what case, not at what time: a condition answers it
+    "When should I pick an out-of-bounds mode other than raise for better performance?",
+    "When is it safe to call close() on the stream?",
+    # a search-style query's "how many" describes what it looks for
+    "count how many times each non-negative integer occurs in an array",
+    "distinct values of an array along with how many times each occurs",
+])
+def test_a_case_or_a_description_asks_for_no_kind(question: str) -> None:
+    assert expected_kind(question).kind == ANY
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("When should the valve be replaced?", TIME),
+    ("how many rows does the query return", QUANTITY),
+    ("the first album was released when", TIME),
+])
+def test_a_time_or_quantity_asked_without_a_question_mark_is_still_asked(question: str, kind: str) -> None:
+    assert expected_kind(question).kind == kind
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("On what day does General Question Time take place?", "Thursday"),
+    ("When is the Members Debate held?", "Immediately after Decision Time"),
+    ("When does the motor stop?", "When the guard door opens."),
+    ("When did the plant make shells?", "during the Cold War"),
+    ("When did Mechlin lace develop?", "first half of the eighteenth century"),
+    ("How many outputs are expected for each input?", "a single output"),
+    ("How much does it cost to attend a meeting?", "free"),
+])
+def test_an_answer_of_the_asked_kind_in_words_fits(question: str, answer: str) -> None:
+    # Read on the answer's own words: a day's name, the event a time follows, a number in words.
+    assert type_fit(expected_kind(question), atoms(answer), words_not_asked(question, answer), answer) == 1.0
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("When did the plant make shells?", "Mika Laine"),
+    ("How many people does Kestrel Robotics employ?", "Tampere"),
+    # the question's own time word is not the answer's
+    ("In what year did the war end?", "the Treaty of Kiel year"),
+])
+def test_an_answer_of_another_kind_does_not_fit(question: str, answer: str) -> None:
+    assert type_fit(expected_kind(question), atoms(answer), words_not_asked(question, answer), answer) == 0.0
