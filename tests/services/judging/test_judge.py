@@ -211,6 +211,21 @@ def test_a_grounded_phrase_of_the_wrong_kind_never_skips_review(embed, question:
     assert f"the question asks for a {asked}; the answer gives none" in held.reason
 
 
+MOTOR = ["The press motor stops when the guard door opens. It restarts after a 30 second delay once the door is shut."]
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("When does the press motor stop?", "When the guard door opens."),
+    ("When should I shut the guard door?", "before restarting the press motor"),
+])
+def test_a_condition_answering_when_is_not_held_as_the_wrong_kind(embed, question: str, answer: str) -> None:  # type: ignore[no-untyped-def]
+    # "When ...?" is answered by the event a time follows, and "When should I ...?" asks in what
+    # case: neither answer is capped as giving no time.
+    verdict = judge_answer(question, answer, MOTOR, embed=embed)
+    assert verdict.features["type_fit"] >= 0.5
+    assert verdict.p_supported > WRONG_KIND_CAP and "the question asks for a" not in verdict.reason
+
+
 def test_a_restatement_adding_nothing_is_read_against_its_contexts_and_never_skips_review(embed) -> None:  # type: ignore[no-untyped-def]
     # A search-style question naming its own answer, restated with it: nothing is added, so its
     # words are what the contexts must support; it is held at the cap, never auto-accepted.
