@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from services.judging.atoms import CODE, NAME, NUMBER, YEAR, Atom
 from services.retrieval.text import tokenize
 
-PERSON, PLACE, TIME, QUANTITY, CHOICE, ANY = "person", "place", "time", "quantity", "choice", "any"
+PERSON, PLACE, TIME, QUANTITY, DURATION, REASON, CHOICE, ANY = (
+    "person", "place", "time", "quantity", "duration", "reason", "choice", "any")
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -35,9 +36,15 @@ _TIME_OPENING = re.compile(r"^\W*(?:(?:just|only|right|shortly|soon|immediately|
 _QUANTITY_WORDS = re.compile(r"\b(?:zero|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
                              r"hundreds?|thousands?|millions?|billions?|dozens?|single|once|twice|thrice|half|"
                              r"double|triple|both|free)\b", re.IGNORECASE)
+# "How long" and "how often" are answered by a figure or a span without one: "for the rest of the
+# interpreter session", "until the process exits", "every time the buffer fills".
+# Read from the words the question lacks, so "the" or "of" may be gone: "rest" stands for "for the rest of".
+_LASTING = re.compile(r"\b(?:rest|remainder|lifetime|forever|permanently|indefinitely|always|never|until|till)\b",
+                      re.IGNORECASE)
 # The asking wh-phrase (_ASKING), read in order: the first that matches decides.
 _EXPECTED = (
-    (re.compile(r"\b(?:how\s+(?:many|much|long|far|old|often|big|large|high|tall|fast|heavy)|"
+    (re.compile(r"\bhow\s+(?:long|often)\b", re.IGNORECASE), DURATION),
+    (re.compile(r"\b(?:how\s+(?:many|much|far|old|big|large|high|tall|fast|heavy)|"
                 r"(?:what|which)\s+(?:percentage|percent|proportion|number|amount|fraction|size|length|speed|"
                 r"temperature|voltage|distance))\b", re.IGNORECASE), QUANTITY),
     (re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time|day|month|century|decade|period|era)|"
@@ -45,6 +52,7 @@ _EXPECTED = (
     (re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE), PERSON),
     (re.compile(r"\b(?:where|(?:what|which)\s+(?:city|country|state|place|region|town|continent|location)|"
                 r"(?:in|at)\s+(?:what|which)\s+(?:city|country|state|place|region|town))\b", re.IGNORECASE), PLACE),
+    (re.compile(r"\bwhy\b", re.IGNORECASE), REASON),
 )
 # The wh-word that asks: at the question's start or a clause's, after a preposition ("in what
 # city"), or last ("was released when?"). A "when", "where" or "whose" elsewhere opens a clause
@@ -75,7 +83,7 @@ _LEADING_FILLER = re.compile(r"^(?:the|a|an|is\s+it|was\s+it|it)\s+", re.IGNOREC
 
 @dataclass(frozen=True)
 class Expected:
-    kind: str  # person | place | time | quantity | choice | any
+    kind: str  # person | place | time | quantity | duration | reason | choice | any
     options: tuple[str, ...] = ()
 
 
@@ -86,8 +94,10 @@ def expected_kind(question: str) -> Expected:
         return Expected(CHOICE, options)
     asked = _CONDITION.sub("", question)
     match = _ASKING.search(asked)
-    if match is None or _ASKS_A_CASE.match(asked):
-        return Expected(ANY)  # a yes/no question, a search-style query naming no wh-word, or a case asked for
+    if match is None or _ASKS_A_CASE.match(asked) or _OPENING_VERB.match(asked):
+        # a yes/no question (one opening with its verb, whatever wh-words its clauses hold: "Is
+        # it an enzyme that, when expressed, ...?"), a search-style query naming no wh-word, or a case asked for
+        return Expected(ANY)
     if "?" not in asked and asked[:match.start()].strip() and not match.group("last"):
         # A search-style query asks nothing: its wh-word is a clause of what it describes
         # ("count how many times each value occurs", "distinct values along with how many times each occurs").
@@ -120,8 +130,14 @@ def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str, conci
         return 0.5
     if expected.kind == QUANTITY:
         return 1.0 if NUMBER in kinds or YEAR in kinds or _QUANTITY_WORDS.search(added_text) else 0.0
+    if expected.kind == DURATION:
+        said = (NUMBER in kinds or YEAR in kinds or _QUANTITY_WORDS.search(added_text) or _TIME_WORDS.search(added_text)
+                or _LASTING.search(added_text) or _TIME_OPENING.match(concise))
+        return 1.0 if said else 0.0
     if expected.kind == TIME:
         return 1.0 if YEAR in kinds or _TIME_WORDS.search(added_text) or _TIME_OPENING.match(concise) else 0.0
+    if expected.kind == REASON:  # a figure alone gives no reason ("Why is 0755 an error?" "3.0"); words may
+        return 0.0 if kinds and kinds <= {NUMBER, YEAR} and not re.search(r"[^\W\d_]", added_text) else 0.5
     if expected.kind in (PERSON, PLACE):
         if NAME in kinds or CODE in kinds:
             return 1.0
@@ -153,8 +169,8 @@ def without_options(question: str, options: Sequence[str]) -> str:
 
 def _options(question: str) -> tuple[str, ...]:
     match = _OR.match(question.strip())
-    if match is None or match.group("after").lower().startswith("not"):
-        return ()  # "whether or not" names no options
+    if match is None or re.match(r"not\b", match.group("after"), re.IGNORECASE):
+        return ()  # "whether or not" names no options ("or Notable examples" does)
     started = _OPTION_START.match(match.group("before"))
     if started is not None:
         first = started.group("option")

@@ -52,11 +52,11 @@ CHANGED_QUOTE_CAP = CONTRADICTION_CAP
 NOTHING_ADDED_CAP = 0.5
 # A phrase of another kind than the question asks for (a year for "who", a name for "how many")
 # is not an answer to it, however grounded: never supported enough to skip review, never called
-# wrong (the kind is read from the question's words, and misread now and then: "free" for "how
-# much does it cost?"). On the development set (2026-12-02, both halves, answers of every form)
-# the kind read is not the asked one for 156 wrong answers against 43 right; held at this cap, the
-# test half's new wrong-kind answers 0.964 -> 0.983, pooled 0.927 -> 0.929, auto-accept unchanged
-# (286 at 0.990).
+# wrong (the kind is read from words, and misread now and then: "not including the day of
+# `enddates`" for a two-part "how many working days ..., and is the end date counted?"). On the
+# development set (2026-12-02T17:25Z, both halves) the kind read is not the asked one for 107
+# wrong phrases against 3 right (504 and 10 over every form); held at this cap, the test half's
+# wrong-kind answers 0.964 -> 0.983 when it came (pooled 0.927 -> 0.929).
 WRONG_KIND_CAP = NOTHING_ADDED_CAP
 EVIDENCE_MARGIN_NOTED = 0.05  # a cosine this far below the sentence most about the question is worth saying
 
