@@ -36,9 +36,9 @@ _TIME_OPENING = re.compile(r"^\W*(?:(?:just|only|right|shortly|soon|immediately|
 _QUANTITY_WORDS = re.compile(r"\b(?:zero|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
                              r"hundreds?|thousands?|millions?|billions?|dozens?|single|once|twice|thrice|half|"
                              r"double|triple|both|free)\b", re.IGNORECASE)
-# "How long" and "how often" are answered by a figure or a span without one: "for the rest of the
-# interpreter session", "until the process exits", "every time the buffer fills".
-# Read from the words the question lacks, so "the" or "of" may be gone: "rest" stands for "for the rest of".
+# "How long" and "how often" are answered by a figure or by a span without one: "for the rest of the
+# interpreter session", "until the process exits", "every time the buffer fills" (_TIME_OPENING).
+# Read from the words the question lacks, where "the" or "of" may be gone, so "rest" stands for "for the rest of".
 _LASTING = re.compile(r"\b(?:rest|remainder|lifetime|forever|permanently|indefinitely|always|never|until|till)\b",
                       re.IGNORECASE)
 # The asking wh-phrase (_ASKING), read in order: the first that matches decides.
