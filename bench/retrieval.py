@@ -209,6 +209,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     memory.stop()
 
     bm25_p50 = median(latencies["bm25"])
+    cpu_speedup = None if cpu_ms["bm25"] is None else reference["rank_bm25_cpu_ms_mean"] / cpu_ms["bm25"]
     out: dict[str, Any] = {
         "n_chunks": args.chunks,
         "corpus": args.corpus,
@@ -239,8 +240,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "bm25_cpu_ms_mean": _opt_round(cpu_ms["bm25"]),
         "dense_cpu_ms_mean": _opt_round(cpu_ms["dense"]),
         "rank_bm25_cpu_ms_mean": rounded(reference["rank_bm25_cpu_ms_mean"], 1),
-        "bm25_speedup_vs_rank_bm25_cpu": (None if cpu_ms["bm25"] is None
-                                          else rounded(reference["rank_bm25_cpu_ms_mean"] / cpu_ms["bm25"], 1)),
+        "bm25_speedup_vs_rank_bm25_cpu": None if cpu_speedup is None else rounded(cpu_speedup, 1),
         "bm25_max_abs_score_diff": reference["max_abs_diff"],
         "bm25_scores_compared": reference["compared"],
         "rank_bm25_reference": reference["note"],
@@ -261,13 +261,13 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "machine": machine(),
         "date": today(),
     }
+    # Targets are read from the figures as measured, not as printed: a CPU ratio of 19.97 prints 20.0.
     out["targets_met"] = {
-        "hybrid_p50_ms": out["hybrid_p50_ms"] <= hybrid_target,
-        "bm25_speedup_vs_rank_bm25": out["bm25_speedup_vs_rank_bm25"] >= TARGETS["bm25_speedup_vs_rank_bm25"],
-        "bm25_speedup_vs_rank_bm25_cpu": (out["bm25_speedup_vs_rank_bm25_cpu"] or 0)
-        >= TARGETS["bm25_speedup_vs_rank_bm25_cpu"],
-        "confidence_ms": out["confidence_ms"] <= TARGETS["confidence_ms"],
-        "ingest_ratio": out["ingest_ratio"] >= TARGETS["ingest_ratio"],
+        "hybrid_p50_ms": hybrid_p50 <= hybrid_target,
+        "bm25_speedup_vs_rank_bm25": reference["rank_bm25_p50_ms"] / bm25_p50 >= TARGETS["bm25_speedup_vs_rank_bm25"],
+        "bm25_speedup_vs_rank_bm25_cpu": (cpu_speedup or 0) >= TARGETS["bm25_speedup_vs_rank_bm25_cpu"],
+        "confidence_ms": confidence["p50"] <= TARGETS["confidence_ms"],
+        "ingest_ratio": ingest["ratio"] >= TARGETS["ingest_ratio"],
     }
     return out
 
