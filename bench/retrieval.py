@@ -209,13 +209,14 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     memory.stop()
 
     bm25_p50 = median(latencies["bm25"])
+    speedup = reference["rank_bm25_p50_ms"] / bm25_p50
     cpu_speedup = None if cpu_ms["bm25"] is None else reference["rank_bm25_cpu_ms_mean"] / cpu_ms["bm25"]
     out: dict[str, Any] = {
         "n_chunks": args.chunks,
         "corpus": args.corpus,
         "hybrid_p50_ms": rounded(hybrid_p50, 2),
         "hybrid_p95_ms": rounded(percentile(latencies["hybrid"], 95), 2),
-        "bm25_speedup_vs_rank_bm25": rounded(reference["rank_bm25_p50_ms"] / bm25_p50, 1),
+        "bm25_speedup_vs_rank_bm25": rounded(speedup, 1),
         "bm25_top10_agreement": rounded(reference["agreement"], 4),
         "confidence_ms": rounded(confidence["p50"], 4),
         "ingest_ratio": rounded(ingest["ratio"], 3),
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     # Targets are read from the figures as measured, not as printed: a CPU ratio of 19.97 prints 20.0.
     out["targets_met"] = {
         "hybrid_p50_ms": hybrid_p50 <= hybrid_target,
-        "bm25_speedup_vs_rank_bm25": reference["rank_bm25_p50_ms"] / bm25_p50 >= TARGETS["bm25_speedup_vs_rank_bm25"],
+        "bm25_speedup_vs_rank_bm25": speedup >= TARGETS["bm25_speedup_vs_rank_bm25"],
         "bm25_speedup_vs_rank_bm25_cpu": (cpu_speedup or 0) >= TARGETS["bm25_speedup_vs_rank_bm25_cpu"],
         "confidence_ms": confidence["p50"] <= TARGETS["confidence_ms"],
         "ingest_ratio": ingest["ratio"] >= TARGETS["ingest_ratio"],

@@ -128,14 +128,14 @@ def type_fit(expected: Expected, added: tuple[Atom, ...], added_text: str, conci
     kinds = {a.kind for a in added}
     if expected.kind in (ANY, CHOICE):
         return 0.5
+    quantity = NUMBER in kinds or YEAR in kinds or bool(_QUANTITY_WORDS.search(added_text))
+    time = YEAR in kinds or bool(_TIME_WORDS.search(added_text) or _TIME_OPENING.match(concise))
     if expected.kind == QUANTITY:
-        return 1.0 if NUMBER in kinds or YEAR in kinds or _QUANTITY_WORDS.search(added_text) else 0.0
-    if expected.kind == DURATION:
-        said = (NUMBER in kinds or YEAR in kinds or _QUANTITY_WORDS.search(added_text) or _TIME_WORDS.search(added_text)
-                or _LASTING.search(added_text) or _TIME_OPENING.match(concise))
-        return 1.0 if said else 0.0
+        return 1.0 if quantity else 0.0
+    if expected.kind == DURATION:  # a figure, a time, or a span lasting until something
+        return 1.0 if quantity or time or _LASTING.search(added_text) else 0.0
     if expected.kind == TIME:
-        return 1.0 if YEAR in kinds or _TIME_WORDS.search(added_text) or _TIME_OPENING.match(concise) else 0.0
+        return 1.0 if time else 0.0
     if expected.kind == REASON:  # a figure alone gives no reason ("Why is 0755 an error?" "3.0"); words may
         return 0.0 if kinds and kinds <= {NUMBER, YEAR} and not re.search(r"[^\W\d_]", added_text) else 0.5
     if expected.kind in (PERSON, PLACE):
