@@ -18,11 +18,15 @@ from sqlalchemy import text
 # 1. each term's upper bound `ub` is its largest impact over its (tf, shortest chunk) pairs
 #    (bm25_terms, migration 0019): exact for any k1, b and average length;
 # 2. theta, a lower bound of the depth-th best score: the depth-th best full score among
-#    the 2 * depth chunks the strongest term scores highest (any depth chunks do);
+#    the pilot's 2 * depth chunks, those the strongest term scores highest (any depth chunks
+#    do), filled from the next terms where it holds fewer: a rare strongest term left theta
+#    at 0 before, and nothing was pruned;
 # 3. the weakest terms whose bounds sum below theta are optional: a chunk holding only them
 #    cannot reach the top, so only the other terms' postings are summed (`candidates`),
 #    keeping the chunks whose partial score plus every optional bound reaches theta;
-# 4. `survivors` raise that bar to the depth-th best partial score where it is higher;
+# 4. the bar is raised to the depth-th best full score of the 2 * depth best candidates
+#    (their optional terms looked up): on python-reference's questions it stood at twice
+#    theta; the `survivors` are the candidates that can still reach it;
 # 5. the survivors get the strongest optional term added by index lookups; the bar is raised
 #    again and the chunks that can no longer reach it are dropped before the lookups of the
 #    other optional terms.
@@ -51,6 +55,7 @@ CID = "CAST(:cid AS integer)"
 COLLECTION_CTE = f"coll AS (SELECT {CID} AS id)"
 
 SCANNED_TERMS = 4
+PILOT_TERMS = 3
 _NO_SCORE = "0.0::float8"
 _SLACK = "1e-9::float8"
 
@@ -74,6 +79,18 @@ def _scanned_terms(in_slice: str) -> str:
     return "\n        UNION ALL\n        ".join(scans)
 
 
+def _lookups(rows: str, terms: str) -> str:
+    """The impacts of the `terms` (a condition on `split qt`) in the chunks of `rows`, by key
+    lookups of (term, chunk): a few chunks' postings, not every posting of those terms."""
+    return f"""SELECT p.chunk_id, {BM25_IMPACT}
+        FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
+            WHERE p.term_id = qt.term_id AND p.collection_id = {CID}
+              AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM {rows}))
+            OFFSET 0) p
+        WHERE {terms}"""
+
+
 def _completion(name: str, previous: str, terms: str, bounds_left: str) -> str:
     """`previous` chunks with the optional `terms` added by key lookups, then those that can
     still reach the bar once the optional bounds not yet added (`bounds_left`) are counted."""
@@ -81,13 +98,7 @@ def _completion(name: str, previous: str, terms: str, bounds_left: str) -> str:
     SELECT chunk_id, sum(score) AS score FROM (
         SELECT chunk_id, score FROM {previous}
         UNION ALL
-        SELECT p.chunk_id, {BM25_IMPACT}
-        FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
-            SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
-            WHERE p.term_id = qt.term_id AND p.collection_id = {CID}
-              AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM {previous}))
-            OFFSET 0) p
-        WHERE {terms}) parts
+        {_lookups(previous, terms)}) parts
     GROUP BY chunk_id
 ), {name} AS MATERIALIZED (
     {_within_reach(f"{name}_sums", bounds_left)}"""
@@ -95,10 +106,10 @@ def _completion(name: str, previous: str, terms: str, bounds_left: str) -> str:
 
 def _within_reach(rows: str, bounds_left: str) -> str:
     """The chunks of `rows` whose score plus the optional bounds not yet added (`bounds_left`)
-    reaches the bar: theta, or the depth-th best score among them where that is higher."""
+    reaches the bar, or the depth-th best score among them where that is higher."""
     return f"""SELECT chunk_id, score FROM {rows}
     WHERE score >= greatest(
-              (SELECT t FROM theta),
+              (SELECT t FROM bar),
               coalesce((SELECT score FROM {rows} ORDER BY score DESC OFFSET :depth - 1 LIMIT 1), {_NO_SCORE}) - {_SLACK})
           - {bounds_left}"""
 
@@ -106,6 +117,17 @@ def _within_reach(rows: str, bounds_left: str) -> str:
 def _bounds_after(rank: int) -> str:
     return f"(SELECT coalesce(sum(ub), {_NO_SCORE}) FROM split WHERE lookup_rank > {rank})"
 
+
+# The pilot's chunks: the 2 * depth the strongest term scores highest, and where that term
+# holds fewer postings, the next terms' best, in ub order. A term's postings sort on its
+# impact without its weight, one constant per term. The Limit above the Append stops reading
+# terms once it has its rows, so the next terms cost nothing when the strongest holds enough.
+_PILOT_SCANS = "\n        UNION ALL\n        ".join(
+    f"""(SELECT p.chunk_id FROM bm25_postings p CROSS JOIN stats
+         WHERE p.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id OFFSET {rank} LIMIT 1)
+           AND p.collection_id = {CID}
+         ORDER BY p.tf / (p.tf + stats.len_base + stats.len_slope * p.dl) DESC, p.chunk_id
+         LIMIT 2 * :depth)""" for rank in range(PILOT_TERMS))
 
 _BM25_TERMS = f"""
 stats AS (
@@ -135,9 +157,8 @@ def _bm25_top(in_slice: str) -> str:
                FROM unnest(CAST(q.impact_tf AS float8[]), CAST(q.impact_dl AS float8[])) AS pair(tf, dl)) AS ub
     FROM q CROSS JOIN stats WHERE cardinality(q.impact_tf) > 0
 ), pilot AS (
-    SELECT p.chunk_id FROM qt JOIN bm25_postings p ON p.term_id = qt.term_id AND p.collection_id = {CID} CROSS JOIN stats
-    WHERE qt.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id LIMIT 1)
-    ORDER BY {BM25_IMPACT} DESC, p.chunk_id
+    SELECT chunk_id FROM (
+        {_PILOT_SCANS}) pilot_scans
     LIMIT 2 * :depth
 ), theta AS MATERIALIZED (
     SELECT coalesce((
@@ -160,6 +181,16 @@ def _bm25_top(in_slice: str) -> str:
         ORDER BY chunk_id) scans
     GROUP BY chunk_id
     HAVING sum(score) >= (SELECT t FROM theta) - {_bounds_after(0)}
+), best AS MATERIALIZED (
+    SELECT chunk_id, score FROM candidates ORDER BY score DESC, chunk_id LIMIT 2 * :depth
+), bar AS MATERIALIZED (
+    SELECT greatest((SELECT t FROM theta), coalesce((
+        SELECT sum(score) AS score FROM (
+            SELECT chunk_id, score FROM best
+            UNION ALL
+            {_lookups("best", "qt.optional")}) parts
+        GROUP BY chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
+    ), {_NO_SCORE}) - {_SLACK}) AS t
 ), survivors AS MATERIALIZED (
     {_within_reach("candidates", _bounds_after(0))}
 {_completion("completed_1", "survivors", "qt.lookup_rank = 1", _bounds_after(1))}

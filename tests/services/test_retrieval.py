@@ -349,3 +349,33 @@ def test_unknown_mode_is_an_input_error(squad_collection):  # type: ignore[no-un
 def test_unknown_collection_gives_no_hits(mode, squad_collection):  # type: ignore[no-untyped-def]
     assert search("Normandy", _params(squad_collection, mode=mode)).hits  # the same query does match in squad
     assert search("Normandy", _params("no-such-collection", mode=mode)).hits == ()
+
+
+# The pilot's rows and the theta they give, for a query's terms.
+_PILOT_SQL = f"""WITH {COLLECTION_CTE}, {BM25_CTES.strip()}
+SELECT (SELECT count(DISTINCT chunk_id) FROM pilot) AS pilot_chunks, (SELECT t FROM theta) AS theta,
+       (SELECT t FROM bar) AS bar,
+       (SELECT t.df FROM qt JOIN bm25_terms t ON t.id = qt.term_id ORDER BY qt.ub DESC LIMIT 1) AS strongest_df"""
+_RARE_AND_COMMON_SQL = """
+SELECT (SELECT term FROM bm25_terms WHERE collection_id = :cid AND df BETWEEN 2 AND 5 ORDER BY df, term LIMIT 1) AS rare,
+       (SELECT array_agg(term) FROM (SELECT term FROM bm25_terms WHERE collection_id = :cid AND df BETWEEN 150 AND 400
+                                     ORDER BY df, term LIMIT 2) common) AS common"""
+
+
+def test_a_rare_strongest_term_fills_the_pilot_from_the_next_terms(reference, squad_collection, engine, settings):  # type: ignore[no-untyped-def]
+    """The strongest term holding fewer postings than the pilot wants, its next terms fill it:
+    theta is then a real bar, not 0 (which pruned nothing), and the top stays rank-bm25's."""
+    with engine.connect() as conn:
+        cid = conn.execute(text("SELECT id FROM collections WHERE name = :n"), {"n": squad_collection}).scalar_one()
+        rare, common = conn.execute(text(_RARE_AND_COMMON_SQL), {"cid": cid}).one()
+        query = " ".join([rare, *common])
+        found = conn.execute(text(_PILOT_SQL), {"cid": cid, "terms": tokenize(query), "depth": DEPTH,
+                                                "k1": settings.bm25_k1, "b": settings.bm25_b}).one()
+    assert found.strongest_df < DEPTH, f"{query!r}: its strongest term holds {found.strongest_df} postings, not a rare one"
+    assert found.pilot_chunks >= DEPTH, f"{query!r}: the pilot holds {found.pilot_chunks} chunks, fewer than the depth"
+    assert found.theta > 0 and found.bar >= found.theta, (query, found)
+    expected = reference.scores(query)
+    hits = search(query, _params(squad_collection, mode="bm25", k=DEPTH, depth=DEPTH)).hits
+    for hit in hits:
+        assert abs(hit.bm25_score - expected[hit.chunk_id]) <= SCORE_TOL, (query, hit.chunk_id)
+    _assert_top_up_to_ties(hits, expected, DEPTH, query)
