@@ -19,14 +19,15 @@ from sqlalchemy import text
 #    (bm25_terms, migration 0019): exact for any k1, b and average length;
 # 2. theta, a lower bound of the depth-th best score: the depth-th best full score among
 #    the pilot's 2 * depth chunks, those the strongest term scores highest (any depth chunks
-#    do), filled from the next terms where it holds fewer: a rare strongest term left theta
-#    at 0 before, and nothing was pruned;
+#    do), filled from the next terms where it holds fewer: a strongest term holding fewer
+#    than depth postings left theta at 0 (4 and 8 of 200 bench questions), pruning nothing;
 # 3. the weakest terms whose bounds sum below theta are optional: a chunk holding only them
 #    cannot reach the top, so only the other terms' postings are summed (`candidates`),
 #    keeping the chunks whose partial score plus every optional bound reaches theta;
 # 4. the bar is raised to the depth-th best full score of the 2 * depth best candidates
-#    (their optional terms looked up): on python-reference's questions it stood at twice
-#    theta; the `survivors` are the candidates that can still reach it;
+#    (their optional terms looked up): 0.99 of the final depth-th score at the median of
+#    the reference corpora's bench questions, where theta is 0.72; the `survivors` are the
+#    candidates that can still reach it;
 # 5. the survivors get the strongest optional term added by index lookups; the bar is raised
 #    again and the chunks that can no longer reach it are dropped before the lookups of the
 #    other optional terms.
@@ -119,9 +120,10 @@ def _bounds_after(rank: int) -> str:
 
 
 # The pilot's chunks: the 2 * depth the strongest term scores highest, and where that term
-# holds fewer postings, the next terms' best, in ub order. A term's postings sort on its
-# impact without its weight, one constant per term. The Limit above the Append stops reading
-# terms once it has its rows, so the next terms cost nothing when the strongest holds enough.
+# holds fewer postings, the next terms' best, in ub order (PILOT_TERMS in all). A term's
+# postings sort on its impact without its weight, one constant per term. The Limit above the
+# Append stops reading terms once it has its rows: the next terms cost nothing when the
+# strongest holds enough.
 _PILOT_SCANS = "\n        UNION ALL\n        ".join(
     f"""(SELECT p.chunk_id FROM bm25_postings p CROSS JOIN stats
          WHERE p.term_id = (SELECT term_id FROM qt ORDER BY ub DESC, term_id OFFSET {rank} LIMIT 1)
