@@ -194,7 +194,8 @@ def _bm25_top(in_slice: str) -> str:
         GROUP BY chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
     ), {_NO_SCORE}) - {_SLACK}) AS t
 ), survivors AS MATERIALIZED (
-    {_within_reach("candidates", _bounds_after(0))}
+    -- the bar is at least the depth-th best partial score: the full scores it is drawn from are not lower
+    SELECT chunk_id, score FROM candidates WHERE score >= (SELECT t FROM bar) - {_bounds_after(0)}
 {_completion("completed_1", "survivors", "qt.lookup_rank = 1", _bounds_after(1))}
 {_completion("completed", "completed_1", "qt.lookup_rank > 1", _NO_SCORE)}
 ), bm25 AS (
