@@ -80,11 +80,12 @@ def _scanned_terms(in_slice: str) -> str:
     return "\n        UNION ALL\n        ".join(scans)
 
 
-def _lookups(rows: str, terms: str) -> str:
-    """The impacts of the `terms` (a condition on `split qt`) in the chunks of `rows`, by key
-    lookups of (term, chunk): a few chunks' postings, not every posting of those terms."""
-    return f"""SELECT p.chunk_id, {BM25_IMPACT}
-        FROM split qt CROSS JOIN stats CROSS JOIN LATERAL (
+def _lookups(rows: str, terms: str, term_rows: str = "split") -> str:
+    """The impacts (`score`) of the `terms` (a condition on `qt`, the rows of `term_rows`) in the
+    chunks of `rows`, by key lookups of (term, chunk): a few chunks' postings, not every posting
+    of those terms."""
+    return f"""SELECT p.chunk_id, {BM25_IMPACT} AS score
+        FROM {term_rows} qt CROSS JOIN stats CROSS JOIN LATERAL (
             SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
             WHERE p.term_id = qt.term_id AND p.collection_id = {CID}
               AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM {rows}))
@@ -164,12 +165,8 @@ def _bm25_top(in_slice: str) -> str:
     LIMIT 2 * :depth
 ), theta AS MATERIALIZED (
     SELECT coalesce((
-        SELECT sum({BM25_IMPACT}) AS score
-        FROM qt CROSS JOIN stats CROSS JOIN LATERAL (
-            SELECT p.chunk_id, p.tf, p.dl FROM bm25_postings p
-            WHERE p.term_id = qt.term_id AND p.collection_id = {CID} AND p.chunk_id = ANY (ARRAY(SELECT chunk_id FROM pilot))
-            OFFSET 0) p
-        GROUP BY p.chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
+        SELECT sum(score) AS score FROM ({_lookups("pilot", "true", "qt")}) parts
+        GROUP BY chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
     ), {_NO_SCORE}) - {_SLACK} AS t
 ), split AS MATERIALIZED (
     -- scan_rank numbers the terms to sum, lookup_rank the optional ones, strongest first
