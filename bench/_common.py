@@ -476,6 +476,14 @@ def server_cpu_seconds(settings, data_dir: Path) -> float | None:  # type: ignor
 
     None with DATABASE_URL: the server may be on another host.
     """
+    processes = server_cpu_by_process(settings, data_dir)
+    return None if processes is None else sum(seconds for _, seconds in processes.values())
+
+
+def server_cpu_by_process(settings, data_dir: Path) -> dict[int, tuple[str, float]] | None:  # type: ignore[no-untyped-def]
+    """pid -> (what the process is, CPU seconds so far) for the embedded server's postmaster and
+    live children: what the server's CPU went to (a backend's query, an autovacuum worker, the
+    checkpointer). None with DATABASE_URL or when the server is not running."""
     if not settings.embedded:
         return None
     import psutil
@@ -485,12 +493,23 @@ def server_cpu_seconds(settings, data_dir: Path) -> float | None:  # type: ignor
     pid = postgres_pid(data_dir)
     if pid is None:
         return None
-    total = 0.0
+    found = {}
     postmaster = psutil.Process(pid)
     for process in [postmaster, *postmaster.children(recursive=True)]:
         try:
-            times = process.cpu_times()
+            times, title = process.cpu_times(), " ".join(process.cmdline())
         except psutil.Error:
             continue  # exited meanwhile
-        total += times.user + times.system
-    return total
+        found[process.pid] = (_process_role(title, is_postmaster=process.pid == pid), times.user + times.system)
+    return found
+
+
+def _process_role(title: str, *, is_postmaster: bool) -> str:
+    """'postgres: checkpointer', 'postgres: autovacuum worker', 'postgres: backend' from a
+    process title such as 'postgres: bench bench [local] idle in transaction'."""
+    if is_postmaster:
+        return "postgres: postmaster"
+    role = title.removeprefix("postgres: ").strip()
+    if "[local]" in role or "(" in role:  # a client connection: 'user db [local] state' or 'user db host(port) state'
+        return "postgres: backend"
+    return f"postgres: {role}"

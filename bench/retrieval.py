@@ -55,7 +55,7 @@ from bench._common import (  # noqa: E402
     read_jsonl,
     reset_collection,
     rounded,
-    server_cpu_seconds,
+    server_cpu_by_process,
     shutdown_store,
     standin_vectors,
     today,
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     latencies: dict[str, list[float]] = {}
     best_of: dict[str, list[float]] = {}
     cpu_ms: dict[str, float | None] = {}
+    cpu_split: dict[str, dict[str, float]] = {}
     results: dict[str, list[Any]] = {}
     load_before = os.getloadavg()[0]
     gc.collect()
@@ -173,16 +174,20 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
     for mode in ("hybrid", "bm25", "dense"):
         with phase(f"time {mode} search x {len(queries[timed])}", timings):
             _time_mode(settings, mode, queries[warm], query_vectors[warm])
-            latencies[mode], results[mode], cpu = _time_mode(settings, mode, queries[timed], query_vectors[timed])
-            passes, cpus = [latencies[mode]], [cpu]
+            latencies[mode], results[mode], cpu, split = _time_mode(settings, mode, queries[timed], query_vectors[timed])
+            passes, cpus, splits = [latencies[mode]], [cpu], [split]
             for _ in range(args.passes - 1):
-                more, _, cpu = _time_mode(settings, mode, queries[timed], query_vectors[timed])
+                more, _, cpu, split = _time_mode(settings, mode, queries[timed], query_vectors[timed])
                 passes.append(more)
                 cpus.append(cpu)
+                splits.append(split)
             best_of[mode] = [min(samples) for samples in zip(*passes, strict=True)]
             cpu_ms[mode] = None if None in cpus else sum(cpus) / len(cpus)  # type: ignore[arg-type]
+            cpu_split[mode] = {name: round(sum(s.get(name, 0.0) for s in splits) / len(splits), 3)
+                               for name in sorted({name for s in splits for name in s})}
         log(f"  {mode}: p50 {median(latencies[mode]):.2f} ms, p95 {percentile(latencies[mode], 95):.2f} ms; "
-            f"best of {args.passes} p50 {median(best_of[mode]):.2f} ms; CPU per query {cpu_ms[mode] or float('nan'):.2f} ms")
+            f"best of {args.passes} p50 {median(best_of[mode]):.2f} ms; CPU per query {cpu_ms[mode] or float('nan'):.2f} ms "
+            f"{cpu_split[mode]}")
     gc.unfreeze()
     load_after = os.getloadavg()[0]
 
@@ -240,6 +245,9 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "hybrid_cpu_ms_mean": _opt_round(cpu_ms["hybrid"]),
         "bm25_cpu_ms_mean": _opt_round(cpu_ms["bm25"]),
         "dense_cpu_ms_mean": _opt_round(cpu_ms["dense"]),
+        # where each mode's CPU went: the bench process, the backend that ran the searches, and
+        # any other server process busy meanwhile (an autovacuum worker, the checkpointer)
+        "cpu_ms_split": cpu_split,
         "rank_bm25_cpu_ms_mean": rounded(reference["rank_bm25_cpu_ms_mean"], 1),
         "bm25_speedup_vs_rank_bm25_cpu": None if cpu_speedup is None else rounded(cpu_speedup, 1),
         "bm25_max_abs_score_diff": reference["max_abs_diff"],
@@ -343,14 +351,19 @@ def _check_reused_corpus(settings, titles: set[str], corpus: str) -> None:  # ty
 
 
 def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  # type: ignore[no-untyped-def]
-    """Wall ms per query, the results, and CPU ms per query (client + server; None if unknown)."""
+    """Wall ms per query, the results, and CPU ms per query: the total (client + server; None if
+    unknown) and where it went ({} if unknown): this process, the backend that ran the searches,
+    and each other server process that used CPU meanwhile (an autovacuum worker after a load)."""
+    from sqlalchemy import text
+
     from services.retrieval.search import default_params, search_in_session
     from services.store import transaction
 
     params = default_params(settings, mode=mode, k=10, collection=COLLECTION)
     latencies, results = [], []
     with transaction(settings) as session:
-        server_before = server_cpu_seconds(settings, settings.workbench_data_dir)
+        backend = session.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        server_before = server_cpu_by_process(settings, settings.workbench_data_dir)
         client_before = time.process_time()
         for query, vector in zip(queries, vectors, strict=True):
             started = time.perf_counter()
@@ -358,11 +371,17 @@ def _time_mode(settings, mode: str, queries: list[str], vectors: np.ndarray):  #
             latencies.append((time.perf_counter() - started) * 1000)
             results.append(result)
         client = time.process_time() - client_before
-        server_after = server_cpu_seconds(settings, settings.workbench_data_dir)
-    cpu_ms = None
-    if server_before is not None and server_after is not None:
-        cpu_ms = (client + server_after - server_before) * 1000 / len(queries)
-    return latencies, results, cpu_ms
+        server_after = server_cpu_by_process(settings, settings.workbench_data_dir)
+    if server_before is None or server_after is None:
+        return latencies, results, None, {}
+    per_query = 1000 / len(queries)
+    split = {"client": client * per_query}
+    for pid, (role, seconds) in server_after.items():
+        used = (seconds - server_before.get(pid, (role, 0.0))[1]) * per_query
+        name = "searching backend" if pid == backend else role
+        if used > 0:
+            split[name] = split.get(name, 0.0) + used
+    return latencies, results, sum(split.values()), split
 
 
 def _query_postings(settings, queries: list[str]) -> list[int]:  # type: ignore[no-untyped-def]

@@ -1,0 +1,126 @@
+"""Compare versions of the BM25 statement on a store bench/retrieval.py kept, query by query.
+
+    python bench/retrieval.py --corpus python-reference --data-dir /tmp/bench-pyref --keep
+    cp services/retrieval/search_sql.py /tmp/before.py     # then edit the working copy
+    python bench/bm25_variants.py --corpus python-reference --data-dir /tmp/bench-pyref \\
+        /tmp/before.py services/retrieval/search_sql.py
+
+Each file is a copy of services/retrieval/search_sql.py; its STATEMENTS["bm25"] is run through
+search_in_session in BM25 mode, as the bench's BM25 leg is. The versions take turns on every
+question (the first version first on one question, the second first on the next), so a machine
+whose speed drifts over minutes, as a shared one does, slows them alike: whole-bench runs of one
+statement twenty minutes apart differed by 20%, while this order resolves 2%. The CPU counted is
+this process's plus the searching backend's time on a core (/proc/<pid>/schedstat, in
+nanoseconds; the /proc tick counts psutil reads are 10 ms coarse), so the embedded store only.
+
+Prints each pass's mean CPU per search and, as the last stdout line, one JSON object: the
+mean per version, its ratio to the first, and how many questions' hits differ from the first
+version's (ids and scores to 1e-9; sums added in another order can order tied chunks otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import EVAL_SETS, bench_settings, emit, log, machine, read_jsonl, today  # noqa: E402
+from bench.retrieval import COLLECTION, WARMUP_QUERIES, _sample_queries  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("versions", nargs="+", type=Path, help="copies of services/retrieval/search_sql.py")
+    parser.add_argument("--data-dir", type=Path, required=True, help="the embedded store bench/retrieval.py kept")
+    parser.add_argument("--corpus", choices=sorted(EVAL_SETS), default="squad",
+                        help="the set that store was loaded from: its questions are searched (default squad)")
+    parser.add_argument("--queries", type=int, default=200, help="questions a pass (default 200, the bench's)")
+    parser.add_argument("--passes", type=int, default=3, help="passes over the questions (default 3)")
+    args = parser.parse_args(argv)
+    if args.queries < 1 or args.passes < 1:
+        parser.error("--queries and --passes must be at least 1")
+    missing = [str(path) for path in args.versions if not path.is_file()]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    if not (args.data_dir / "pgdata").is_dir():
+        parser.error(f"{args.data_dir} holds no embedded store: run bench/retrieval.py --data-dir {args.data_dir} --keep")
+    emit(compare(args))
+    return 0
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    from sqlalchemy import text
+
+    from services.retrieval import search
+    from services.retrieval.search import default_params, search_in_session
+    from services.store import transaction
+
+    settings = bench_settings(args.data_dir)
+    if not settings.embedded:
+        raise SystemExit("bench/bm25_variants.py reads the searching backend's CPU from /proc: unset DATABASE_URL")
+    statements = [_load(path).STATEMENTS["bm25"] for path in args.versions]
+    names = [str(path) for path in args.versions]
+    questions = _sample_queries(read_jsonl(EVAL_SETS[args.corpus].queries), args.queries + WARMUP_QUERIES)
+    # the bench's sample, before it drops the questions its stand-in vectors know no word of
+    warm, timed = questions[:WARMUP_QUERIES], questions[WARMUP_QUERIES:WARMUP_QUERIES + args.queries]
+    params = default_params(settings, mode="bm25", k=10, collection=COLLECTION)
+    kept = search.STATEMENTS["bm25"]
+    cpu_ns = [[0] * len(names) for _ in range(args.passes)]
+    hits: list[list[Any]] = [[None] * len(names) for _ in timed]
+    try:
+        with transaction(settings) as session:
+            backend = session.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            for statement in statements:  # each is prepared and planned before it is timed
+                search.STATEMENTS["bm25"] = statement
+                for question in warm:
+                    search_in_session(question, params, session=session, settings=settings)
+            for done in range(args.passes):
+                for i, question in enumerate(timed):
+                    for v in [*range(i % len(names), len(names)), *range(i % len(names))]:
+                        search.STATEMENTS["bm25"] = statements[v]
+                        server, client = _on_cpu_ns(backend), time.process_time_ns()
+                        result = search_in_session(question, params, session=session, settings=settings)
+                        cpu_ns[done][v] += time.process_time_ns() - client + _on_cpu_ns(backend) - server
+                        hits[i][v] = [(hit.chunk_id, round(hit.bm25_score or 0.0, 9)) for hit in result.hits]
+                log(f"pass {done + 1}: " + ", ".join(
+                    f"{name} {ns / 1e6 / len(timed):.2f} ms" for name, ns in zip(names, cpu_ns[done], strict=True)))
+    finally:
+        search.STATEMENTS["bm25"] = kept
+    means = [sum(row[v] for row in cpu_ns) / 1e6 / len(timed) / args.passes for v in range(len(names))]
+    return {
+        "corpus": args.corpus,
+        "queries": len(timed),
+        "passes": args.passes,
+        "cpu_ms_per_search": {name: round(mean, 3) for name, mean in zip(names, means, strict=True)},
+        "ratio_to_first": {name: round(mean / means[0], 3) for name, mean in zip(names, means, strict=True)},
+        "questions_with_other_hits": {name: sum(row[v] != row[0] for row in hits) for v, name in enumerate(names)},
+        "cpu": "client + searching backend, on-core time a search, versions alternated question by question",
+        "machine": machine(),
+        "date": today(),
+    }
+
+
+def _load(path: Path):  # type: ignore[no-untyped-def]
+    """A copy of search_sql.py, imported under a name of its own."""
+    spec = importlib.util.spec_from_file_location(f"bm25_variant_{abs(hash(path.resolve()))}", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if "bm25" not in getattr(module, "STATEMENTS", {}):
+        raise SystemExit(f"{path}: no STATEMENTS['bm25']: give a copy of services/retrieval/search_sql.py")
+    return module
+
+
+def _on_cpu_ns(pid: int) -> int:
+    """Nanoseconds the process has run on a core (the first field of its schedstat)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
