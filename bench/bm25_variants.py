@@ -5,13 +5,16 @@
     python bench/bm25_variants.py --corpus python-reference --data-dir /tmp/bench-pyref \\
         /tmp/before.py services/retrieval/search_sql.py
 
-Each file is a copy of services/retrieval/search_sql.py; its STATEMENTS["bm25"] is run through
-search_in_session in BM25 mode, as the bench's BM25 leg is. The versions take turns on every
+Each file is a copy of services/retrieval/search_sql.py; its STATEMENTS["bm25"] (and, past
+settings.search_slice_min_chunks, its SLICE_STATEMENT) is run through search_in_session in BM25
+mode, as the bench's BM25 leg is. The versions take turns on every
 question (the first version first on one question, the second first on the next), so a machine
 whose speed drifts over minutes, as a shared one does, slows them alike: whole-bench runs of one
 statement twenty minutes apart differed by 20%, while this order resolves 2%. The CPU counted is
-this process's plus the searching backend's time on a core (/proc/<pid>/schedstat, in
-nanoseconds; the /proc tick counts psutil reads are 10 ms coarse), so the embedded store only.
+this process's plus the searching backends' time on a core (/proc/<pid>/schedstat, in
+nanoseconds; the /proc tick counts psutil reads are 10 ms coarse): the session's backend and,
+for a sliced search, the embedded server's other client backends (the slices' connections), so
+the embedded store only.
 
 Prints each pass's mean CPU per search and, as the last stdout line, one JSON object: the
 mean per version, its ratio to the first, and how many questions' hits differ from the first
@@ -29,7 +32,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import EVAL_SETS, bench_settings, emit, log, machine, read_jsonl, today  # noqa: E402
+from bench._common import (  # noqa: E402
+    EVAL_SETS,
+    bench_settings,
+    emit,
+    log,
+    machine,
+    read_jsonl,
+    server_cpu_by_process,
+    today,
+)
 from bench.retrieval import COLLECTION, WARMUP_QUERIES, _sample_queries  # noqa: E402
 
 
@@ -63,34 +75,39 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     settings = bench_settings(args.data_dir)
     if not settings.embedded:
         raise SystemExit("bench/bm25_variants.py reads the searching backend's CPU from /proc: unset DATABASE_URL")
-    statements = [_load(path).STATEMENTS["bm25"] for path in args.versions]
+    versions = [_load(path) for path in args.versions]
     names = [str(path) for path in args.versions]
     questions = _sample_queries(read_jsonl(EVAL_SETS[args.corpus].queries), args.queries + WARMUP_QUERIES)
     # the bench's sample, before it drops the questions its stand-in vectors know no word of
     warm, timed = questions[:WARMUP_QUERIES], questions[WARMUP_QUERIES:WARMUP_QUERIES + args.queries]
     params = default_params(settings, mode="bm25", k=10, collection=COLLECTION)
-    kept = search.STATEMENTS["bm25"]
+    kept = search.STATEMENTS["bm25"], search.SLICE_STATEMENT
+
+    def use(version) -> None:  # type: ignore[no-untyped-def]
+        search.STATEMENTS["bm25"], search.SLICE_STATEMENT = version.STATEMENTS["bm25"], version.SLICE_STATEMENT
+
     cpu_ns = [[0] * len(names) for _ in range(args.passes)]
     hits: list[list[Any]] = [[None] * len(names) for _ in timed]
     try:
         with transaction(settings) as session:
             backend = session.execute(text("SELECT pg_backend_pid()")).scalar_one()
-            for statement in statements:  # each is prepared and planned before it is timed
-                search.STATEMENTS["bm25"] = statement
+            for version in versions:  # each is prepared and planned before it is timed
+                use(version)
                 for question in warm:
                     search_in_session(question, params, session=session, settings=settings)
+            backends = _client_backends(settings) | {backend}  # the slices' connections are open now
             for done in range(args.passes):
                 for i, question in enumerate(timed):
                     for v in [*range(i % len(names), len(names)), *range(i % len(names))]:
-                        search.STATEMENTS["bm25"] = statements[v]
-                        server, client = _on_cpu_ns(backend), time.process_time_ns()
+                        use(versions[v])
+                        server, client = _on_cpu_ns(backends), time.process_time_ns()
                         result = search_in_session(question, params, session=session, settings=settings)
-                        cpu_ns[done][v] += time.process_time_ns() - client + _on_cpu_ns(backend) - server
+                        cpu_ns[done][v] += time.process_time_ns() - client + _on_cpu_ns(backends) - server
                         hits[i][v] = [(hit.chunk_id, round(hit.bm25_score or 0.0, 9)) for hit in result.hits]
                 log(f"pass {done + 1}: " + ", ".join(
                     f"{name} {ns / 1e6 / len(timed):.2f} ms" for name, ns in zip(names, cpu_ns[done], strict=True)))
     finally:
-        search.STATEMENTS["bm25"] = kept
+        search.STATEMENTS["bm25"], search.SLICE_STATEMENT = kept
     means = [sum(row[v] for row in cpu_ns) / 1e6 / len(timed) / args.passes for v in range(len(names))]
     return {
         "corpus": args.corpus,
@@ -117,9 +134,21 @@ def _load(path: Path):  # type: ignore[no-untyped-def]
     return module
 
 
-def _on_cpu_ns(pid: int) -> int:
-    """Nanoseconds the process has run on a core (the first field of its schedstat)."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+def _client_backends(settings) -> set[int]:  # type: ignore[no-untyped-def]
+    """The embedded server's client backends: a sliced search runs its slices on pooled connections."""
+    processes = server_cpu_by_process(settings, settings.workbench_data_dir) or {}
+    return {pid for pid, (role, _) in processes.items() if role == "postgres: backend"}
+
+
+def _on_cpu_ns(pids: set[int]) -> int:
+    """Nanoseconds the processes have run on a core (the first field of their schedstat)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        except FileNotFoundError:
+            continue  # a pooled connection closed meanwhile
+    return total
 
 
 if __name__ == "__main__":
