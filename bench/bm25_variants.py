@@ -18,7 +18,8 @@ the embedded store only.
 
 Prints each pass's mean CPU per search and, as the last stdout line, one JSON object: the
 mean per version, its ratio to the first, and how many questions' hits differ from the first
-version's (ids and scores to 1e-9; sums added in another order can order tied chunks otherwise).
+version's (ids, or scores by more than 1e-9; sums added in another order can order tied chunks
+otherwise).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                         server, client = _on_cpu_ns(backends), time.process_time_ns()
                         result = search_in_session(question, params, session=session, settings=settings)
                         cpu_ns[done][v] += time.process_time_ns() - client + _on_cpu_ns(backends) - server
-                        hits[i][v] = [(hit.chunk_id, round(hit.bm25_score or 0.0, 9)) for hit in result.hits]
+                        hits[i][v] = [(hit.chunk_id, hit.bm25_score or 0.0) for hit in result.hits]
                 log(f"pass {done + 1}: " + ", ".join(
                     f"{name} {ns / 1e6 / len(timed):.2f} ms" for name, ns in zip(names, cpu_ns[done], strict=True)))
     finally:
@@ -115,11 +116,17 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         "passes": args.passes,
         "cpu_ms_per_search": {name: round(mean, 3) for name, mean in zip(names, means, strict=True)},
         "ratio_to_first": {name: round(mean / means[0], 3) for name, mean in zip(names, means, strict=True)},
-        "questions_with_other_hits": {name: sum(row[v] != row[0] for row in hits) for v, name in enumerate(names)},
+        "questions_with_other_hits": {name: sum(not _same_hits(row[v], row[0]) for row in hits) for v, name in enumerate(names)},
         "cpu": "client + searching backend, on-core time a search, versions alternated question by question",
         "machine": machine(),
         "date": today(),
     }
+
+
+def _same_hits(these: list[tuple[int, float]], those: list[tuple[int, float]]) -> bool:
+    """The same chunks in the same order, with scores within 1e-9."""
+    return [chunk for chunk, _ in these] == [chunk for chunk, _ in those] and all(
+        abs(one - other) <= 1e-9 for (_, one), (_, other) in zip(these, those, strict=True))
 
 
 def _load(path: Path):  # type: ignore[no-untyped-def]
