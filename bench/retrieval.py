@@ -245,8 +245,9 @@ def run(args: argparse.Namespace, settings, timings: dict[str, float]) -> dict[s
         "hybrid_cpu_ms_mean": _opt_round(cpu_ms["hybrid"]),
         "bm25_cpu_ms_mean": _opt_round(cpu_ms["bm25"]),
         "dense_cpu_ms_mean": _opt_round(cpu_ms["dense"]),
-        # where each mode's CPU went: the bench process, the backend that ran the searches, and
-        # any other server process busy meanwhile (an autovacuum worker, the checkpointer)
+        # where each mode's CPU went: the bench process ("client"), the session's backend, and any
+        # other server process busy meanwhile: the slices' connections ("postgres: backend") past
+        # search_slice_min_chunks, an autovacuum worker, the checkpointer
         "cpu_ms_split": cpu_split,
         "rank_bm25_cpu_ms_mean": rounded(reference["rank_bm25_cpu_ms_mean"], 1),
         "bm25_speedup_vs_rank_bm25_cpu": None if cpu_speedup is None else rounded(cpu_speedup, 1),
