@@ -98,6 +98,16 @@ def _lookups(rows: str, terms: str, term_rows: str = "split") -> str:
         WHERE {terms}"""
 
 
+def _full_scores(rows: str) -> str:
+    """The full scores of the candidates in `rows`: their partial scores plus their optional
+    terms, looked up."""
+    return f"""SELECT chunk_id, sum(score) AS score FROM (
+        SELECT chunk_id, score FROM {rows}
+        UNION ALL
+        {_lookups(rows, "qt.optional")}) parts
+    GROUP BY chunk_id"""
+
+
 # The optional terms' bounds summed: what a candidate's partial score may still gain.
 _OPTIONAL_BOUNDS = f"(SELECT coalesce(sum(ub), {_NO_SCORE}) FROM split WHERE optional)"
 
@@ -165,21 +175,14 @@ def _bm25_top(in_slice: str) -> str:
     SELECT chunk_id, score FROM candidates ORDER BY score DESC, chunk_id LIMIT 2 * :depth
 ), bar AS MATERIALIZED (
     SELECT greatest((SELECT t FROM theta), coalesce((
-        SELECT sum(score) AS score FROM (
-            SELECT chunk_id, score FROM best
-            UNION ALL
-            {_lookups("best", "qt.optional")}) parts
-        GROUP BY chunk_id ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
+        SELECT score FROM ({_full_scores("best")}) full_scores ORDER BY score DESC OFFSET :depth - 1 LIMIT 1
     ), {_NO_SCORE}) - {_SLACK}) AS t
 ), survivors AS MATERIALIZED (
     -- the bar is at least the depth-th best partial score: the full scores it is drawn from are not lower
     SELECT chunk_id, score FROM candidates WHERE score >= (SELECT t FROM bar) - {_OPTIONAL_BOUNDS}
 ), bm25 AS (
-    SELECT chunk_id, sum(score) AS score FROM (
-        SELECT chunk_id, score FROM survivors
-        UNION ALL
-        {_lookups("survivors", "qt.optional")}) parts
-    GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT :depth
+    {_full_scores("survivors")}
+    ORDER BY score DESC, chunk_id LIMIT :depth
 )"""
 
 _BM25_RANKED = f"""bm25_ranked AS (
