@@ -47,7 +47,7 @@ SIGNS = {
 # answer and the system quoted what it found); in a restated question every answer echoes the
 # question, and what it puts in the question's gap decides. One set of weights for both taught
 # neither (2026-12-01: the development set's test half, nothing-retrieved 0.71-0.82 -> 0.84-0.91
-# on three corpora with a set per form; README, "One set of weights per form").
+# on three corpora with a set per form; docs/judge-history.md, "One set of weights per form").
 MIN_FORM_ANSWERS = 60  # and MIN_FORM_PER_CLASS of each label: fewer keep the pooled weights
 MIN_FORM_PER_CLASS = 15
 

@@ -14,7 +14,7 @@ Lucene's "competitive impacts" idea, without pruning the pairs another one domin
 has 1.6 pairs on average at 100k SQuAD chunks, 18 at most).
 
 Measured on the 100k-chunk bench store (200 SQuAD questions, bench/retrieval.py's sample;
-README, Performance): the share of a query's postings MaxScore sums fell from 0.389 to 0.338,
+docs/bm25-history.md, *Exact term bounds*): the share of a query's postings MaxScore sums fell from 0.389 to 0.338,
 and a BM25 search's server CPU from a median 6.58 to 6.03 ms (eight passes each, alternated),
 with the same hits (the only differences are tied scores ordered otherwise by a 1e-15 rounding).
 
