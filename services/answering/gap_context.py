@@ -12,8 +12,6 @@ token budget counted in the embedding model's tokens (the unit chunks are sized 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -116,20 +114,10 @@ def with_gap_context(result: RetrievalResult, extra: Sequence[Hit]) -> Retrieval
     return dataclasses.replace(result, hits=result.hits + ranked)
 
 
-_COUNT_LOCK = threading.Lock()  # a fast tokenizer is not thread-safe; the Ask page runs in threads
-
-
-@functools.cache
-def _counter(model: str) -> Callable[[str], int]:
+def token_count(model: str) -> Callable[[str], int]:
+    """Tokens of the embedding model `model` in a text (one tokenizer copy per process, locked:
+    the Ask page runs in threads)."""
     from services.retrieval.embedding import token_counter
 
     counter: Callable[[str], int] = token_counter(model)
     return counter
-
-
-def token_count(model: str) -> Callable[[str], int]:
-    """Tokens of the embedding model `model` in a text (one tokenizer copy per process)."""
-    def count(text: str) -> int:
-        with _COUNT_LOCK:
-            return _counter(model)(text)
-    return count

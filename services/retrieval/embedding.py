@@ -78,17 +78,17 @@ def encode(name: str, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarr
 def token_counter(name: str):  # type: ignore[no-untyped-def]
     """A function counting model tokens in a text (what the chunk size is measured in).
 
-    It counts with its own copy of the tokenizer: ingest chunks (and counts) on one thread
-    while another encodes, and a fast tokenizer is not thread-safe. `encode` sets padding
-    and truncation on the shared one per call, and a count in between once made a batch's
+    It counts with the process's copy of the tokenizer (`_tokenizer_copy`), not the model's:
+    ingest chunks (and counts) on one thread while another encodes, and `encode` sets padding
+    and truncation on the model's tokenizer per call; a count in between once made a batch's
     rows come out of different lengths ("expected sequence of length 202 ... (got 207)").
     """
-    tokenizer = copy.deepcopy(load_model(name).tokenizer)
-
     def count_tokens(text: str) -> int:
-        # verbose=False: counting a text longer than the model takes is how a chunk is sized,
-        # not an error; by default the tokenizer warns of "indexing errors" on every ingest.
-        return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        tokenizer, lock = _tokenizer_copy(name)
+        with lock:
+            # verbose=False: counting a text longer than the model takes is how a chunk is sized,
+            # not an error; by default the tokenizer warns of "indexing errors" on every ingest.
+            return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     return count_tokens
 
@@ -115,8 +115,11 @@ class TokenVectors:
 
 
 @lru_cache(maxsize=2)
-def _span_tokenizer(name: str):  # type: ignore[no-untyped-def]
-    """A copy of the model's tokenizer for character spans (see token_counter: not thread-safe)."""
+def _tokenizer_copy(name: str):  # type: ignore[no-untyped-def]
+    """A copy of the model's tokenizer, kept apart from the one `encode` uses, for counting tokens
+    and reading their character spans, with the lock every use takes: a fast tokenizer is not
+    thread-safe. One a process: a deep copy takes 0.1 s, and each ingest used to make its own,
+    more than the encoding of a small file's chunks. Each call sets its own truncation."""
     return copy.deepcopy(load_model(name).tokenizer), threading.Lock()
 
 
@@ -127,7 +130,7 @@ def encode_tokens(name: str, texts: Sequence[str], *, batch_size: int = 64) -> l
         return []
     model = load_model(name)
     outputs: Any = model.encode(list(texts), batch_size=batch_size, output_value=None, convert_to_numpy=False)
-    tokenizer, lock = _span_tokenizer(name)
+    tokenizer, lock = _tokenizer_copy(name)
     with lock:
         offsets = tokenizer(list(texts), truncation=True, max_length=model.max_seq_length,
                             return_offsets_mapping=True, verbose=False)["offset_mapping"]
