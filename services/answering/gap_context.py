@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.answering.llm.base import GAP_ORIGIN_PREFIX
 from services.domain import Hit, RetrievalResult
+from services.retrieval.embedding import token_counter
 from services.retrieval.search import default_params, search_in_session
 from services.store import read_transaction
 
@@ -67,7 +68,7 @@ def add_gap_context(ctx: IterationContext, present: Sequence[Hit]) -> GapContext
     found = ctx.timed("gap_context", search)
     context = select_gap_context(found, present, per_query=config.gap_context_hits,
                                  budget_tokens=config.gap_context_tokens,
-                                 count_tokens=token_count(setup.settings.embedding_model))
+                                 count_tokens=token_counter(setup.settings.embedding_model))
     setup.emit("gap_context", context.message, iteration=ctx.ordinal, **context.to_dict())
     return context
 
@@ -112,12 +113,3 @@ def with_gap_context(result: RetrievalResult, extra: Sequence[Hit]) -> Retrieval
     start = len(result.hits)
     ranked = tuple(dataclasses.replace(h, rank=start + i) for i, h in enumerate(extra, 1))
     return dataclasses.replace(result, hits=result.hits + ranked)
-
-
-def token_count(model: str) -> Callable[[str], int]:
-    """Tokens of the embedding model `model` in a text (one tokenizer copy per process, locked:
-    the Ask page runs in threads)."""
-    from services.retrieval.embedding import token_counter
-
-    counter: Callable[[str], int] = token_counter(model)
-    return counter
