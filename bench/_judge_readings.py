@@ -43,7 +43,7 @@ def judge_digest(model_name: str) -> str:
     for source in _SOURCES:
         files = sorted(source.rglob("*")) if source.is_dir() else [source]
         for path in files:
-            if path.suffix in (".py", ".toml", ".json") and path.name != "judge_model.json":
+            if path.suffix in (".py", ".toml", ".json", ".safetensors") and path.name != "judge_model.json":
                 digest.update(str(path.relative_to(ROOT)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -21,6 +21,9 @@ class Settings(StoreSettings):
     # reads each claim against its evidence sentence with, when one is installed; none ships
     # offline here, and the judge stands on its own without it (services.judging.nli).
     judge_nli_model: str | None = None
+    # The reader of the question fitted on the packaged model (services.judging.reader): off, the
+    # judge reads phrases without it, as before 2026-12-04.
+    judge_reader: bool = True
 
     # Which backend answers (services.answering.llm.backends.backend_name): LLM_BACKEND when set,
     # else an OpenAI-compatible server when LLM_BASE_URL is set, else Claude when

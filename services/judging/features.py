@@ -29,9 +29,10 @@ from services.judging.answer_type import (
 from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
-from services.judging.forms import FORM_SIGNALS, form_signals
+from services.judging.forms import FORM_SIGNALS, answer_form, form_signals
 from services.judging.nli import Entail
 from services.judging.polarity import Polarity, read_polarity, statement
+from services.judging.reader import Phrase, phrase_in, shipped_reader
 from services.judging.semantic import (
     Embed,
     claim_relevance,
@@ -49,6 +50,10 @@ FEATURES = (
     "question_coverage", "entity_coverage", "coverage_margin", "locality", "locality_margin", "type_fit",
     "option_margin", "option_relevance", "reversal", "contradiction", "similarity", "relevance", "evidence_margin",
     "evidence_relevance", "sentence_relevance", "evidence_nearness", "concise", "quote_changed",
+    # The reader of the question (services.judging.reader) on a phrase or a restated question, its
+    # logit / READER_SPAN clipped to [-1, 1]; 0 where it did not read (no reader, or the evidence
+    # lacks a word).
+    "reader",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -108,6 +113,7 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
         # sentence, which need not be about the question as a whole: locality reads that.
         features["sentence_relevance"] = 0.0 if words.features["concise"] else features["evidence_relevance"]
         features["evidence_nearness"] = evidence_nearness(question, answering, pool, embed, sentences)
+        features["reader"] = _reader_signal(question, words, features, getattr(embed, "model_name", ""))
     if model_support is not None:
         features["model_log_odds"] = log_odds(model_support)
     if entail is not None and adding:
@@ -136,6 +142,28 @@ class Words:
 
     def answering(self) -> ClaimEvidence:
         return _answering(self.adding)
+
+
+def reader_phrase(words: Words) -> Phrase | None:
+    """Where the answering claim's additions stand in its evidence sentence: what the reader reads."""
+    if not words.adding:
+        return None
+    answering = words.answering()
+    return phrase_in(answering.evidence.text, answering.claim.added_words) if answering.evidence else None
+
+
+READER_FORMS = ("phrase", "restated")  # a sentence of a passage picks no phrase of it
+# The reader's logits are standardized on the groups it was fitted on (mean 0, deviation 1): past
+# two deviations either way one says no more.
+READER_SPAN = 2.0
+
+
+def _reader_signal(question: str, words: Words, features: Mapping[str, float], model_name: str) -> float:
+    reader = shipped_reader(model_name) if model_name else None
+    phrase = reader_phrase(words) if reader is not None and answer_form(features) in READER_FORMS else None
+    if reader is None or phrase is None:
+        return 0.0
+    return float(np.clip(reader(question, [phrase])[0] / READER_SPAN, -1.0, 1.0))
 
 
 def _answering(adding: Sequence[ClaimEvidence]) -> ClaimEvidence:

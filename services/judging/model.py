@@ -38,7 +38,7 @@ SIGNS = {
     "question_coverage": 1, "entity_coverage": 1, "coverage_margin": 1, "locality": 1, "locality_margin": 1, "type_fit": 1,
     "option_margin": 1, "option_relevance": 1, "reversal": -1, "contradiction": -1, "similarity": 1,
     "relevance": 1, "evidence_margin": 1, "evidence_relevance": 1, "sentence_relevance": 1, "evidence_nearness": 1, "concise": 0,
-    "quote_changed": -1, "model_log_odds": 1, "nli_log_odds": 1,
+    "quote_changed": -1, "reader": 1, "model_log_odds": 1, "nli_log_odds": 1,
 }
 
 

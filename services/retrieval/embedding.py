@@ -78,13 +78,13 @@ def encode(name: str, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarr
 def token_counter(name: str):  # type: ignore[no-untyped-def]
     """A function counting model tokens in a text (what the chunk size is measured in).
 
-    It counts with the process's copy of the tokenizer (`_tokenizer_copy`), not the model's:
+    It counts with the process's copy of the tokenizer (`tokenizer_copy`), not the model's:
     ingest chunks (and counts) on one thread while another encodes, and `encode` sets padding
     and truncation on the model's tokenizer per call; a count in between once made a batch's
     rows come out of different lengths ("expected sequence of length 202 ... (got 207)").
     """
     def count_tokens(text: str) -> int:
-        tokenizer, lock = _tokenizer_copy(name)
+        tokenizer, lock = tokenizer_copy(name)
         with lock:
             # verbose=False: counting a text longer than the model takes is how a chunk is sized,
             # not an error; by default the tokenizer warns of "indexing errors" on every ingest.
@@ -115,7 +115,7 @@ class TokenVectors:
 
 
 @lru_cache(maxsize=2)
-def _tokenizer_copy(name: str):  # type: ignore[no-untyped-def]
+def tokenizer_copy(name: str):  # type: ignore[no-untyped-def]
     """A copy of the model's tokenizer, kept apart from the one `encode` uses, for counting tokens
     and reading their character spans, with the lock every use takes: a fast tokenizer is not
     thread-safe. One a process: a deep copy takes 0.1 s, and each ingest used to make its own,
@@ -130,7 +130,7 @@ def encode_tokens(name: str, texts: Sequence[str], *, batch_size: int = 64) -> l
         return []
     model = load_model(name)
     outputs: Any = model.encode(list(texts), batch_size=batch_size, output_value=None, convert_to_numpy=False)
-    tokenizer, lock = _tokenizer_copy(name)
+    tokenizer, lock = tokenizer_copy(name)
     with lock:
         offsets = tokenizer(list(texts), truncation=True, max_length=model.max_seq_length,
                             return_offsets_mapping=True, verbose=False)["offset_mapping"]

@@ -28,7 +28,7 @@ def test_every_counter_shares_one_tokenizer_copy(monkeypatch: pytest.MonkeyPatch
     # A deep copy of the tokenizer takes 0.1 s: made per ingest, it cost a small file's ingest
     # more than encoding its chunks.
     embedding.load_model(MODEL)
-    embedding._tokenizer_copy.cache_clear()
+    embedding.tokenizer_copy.cache_clear()
     made: list[object] = []
     real = copy.deepcopy
     monkeypatch.setattr(copy, "deepcopy", lambda thing, *memo: made.append(thing) or real(thing, *memo))

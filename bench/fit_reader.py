@@ -1,0 +1,243 @@
+"""Fit the judge's reader of the question (services/judging/reader.py) and store its weights.
+
+    python bench/fit_reader.py [--corpora squad,python-reference,numpy-api,handbook] [--epochs 2]
+                               [--lr 4e-4] [--seed 0] [--out services/judging/reader_model.safetensors]
+
+Groups are drawn from every answerable question of the train half of each corpus (bench/judge_set.py's
+test_half holds the other half out): the question's gold phrase against up to five other phrases
+of its passage of the gold's type (judge_set's same-passage draw, eight seeds), and the question
+asked as "..., A or B?" with the gold and one of them (or its own two options). Each phrase is
+read as the judge reads it: where its evidence sentence holds its added words
+(services.judging.features.reader_phrase). The packaged model gets low-rank updates on every
+linear layer and a head on [CLS], fitted by the cross-entropy of each group's softmax with the
+gold first; the small corpora's groups weigh SMALL_WEIGHT times SQuAD's, so that 150 questions of
+API docs are not drowned by 1,450 Wikipedia ones. The set is rebuilt from the repo and ../shared
+on every run, so the weights can be reproduced (torch's seed is set; CPU float sums may differ
+in the last bits). Prints how often the test half's gold phrase is read above each other phrase,
+per corpus; last stdout line: {"version", "ordered", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import emit, log, machine, rounded  # noqa: E402
+
+SMALL_WEIGHT = 4.0  # python-reference, numpy-api, the handbook: each has a tenth of SQuAD's questions
+DRAWS, MAX_OTHERS = 8, 5
+GROUPS_A_STEP = 4
+
+
+@dataclass(frozen=True)
+class Group:
+    corpus: str
+    split: str
+    kind: str  # "passage" (other phrases of the passage) or "option"
+    question: str
+    phrases: tuple  # services.judging.reader.Phrase, the gold first
+
+
+def groups(corpora: list[str]) -> list[Group]:
+    from bench._judge_sources import load, passage
+    from bench._judge_text import question_options, value_type, with_options
+    from bench.judge_set import _same_passage, test_half
+    from services.judging.features import read_words, reader_phrase
+
+    def read(question: str, phrase: str, text: str):  # type: ignore[no-untyped-def]
+        return reader_phrase(read_words(question, phrase, (text,)))
+
+    out = []
+    for name in corpora:
+        corpus, started = load(name), time.perf_counter()
+        test = test_half(corpus)
+        for q in sorted(corpus.questions, key=lambda q: q.qid):
+            split = "test" if q.qid in test else "train"
+            text, start, end = passage(corpus.docs[q.doc], q.start, q.end)
+            vtype = value_type(q.answer)
+            others = list(dict.fromkeys(o for k in range(DRAWS)
+                                        if (o := _same_passage(corpus, q, text, (start, end), vtype,
+                                                               random.Random(f"reader/{name}/{q.qid}/{k}")))))[:MAX_OTHERS]
+            gold = read(q.question, q.answer, text)
+            read_others = [p for o in others if (p := read(q.question, o, text)) is not None and p != gold]
+            if gold is not None and read_others:
+                out.append(Group(name, split, "passage", q.question, (gold, *read_others)))
+            options = question_options(q.question)
+            if options is not None and q.answer.lower() in (o.lower() for o in options):
+                asked, other = q.question, next(o for o in options if o.lower() != q.answer.lower())
+            elif others:
+                other = others[0]
+                first, second = (q.answer, other) if random.Random(f"reader/{name}/{q.qid}/option").random() < 0.5 \
+                    else (other, q.answer)
+                asked = with_options(q.question, first, second)
+            else:
+                continue
+            pair = read(asked, q.answer, text), read(asked, other, text)
+            if pair[0] is not None and pair[1] is not None and pair[0] != pair[1]:
+                out.append(Group(name, split, "option", asked, pair))
+        log(f"{name}: {sum(g.corpus == name for g in out)} groups in {time.perf_counter() - started:.0f} s")
+    return out
+
+
+class LowRank:
+    """Builds the trainable model: the packaged model's linear layers with low-rank updates, and a head."""
+
+    @staticmethod
+    def wrap(bert):  # type: ignore[no-untyped-def]
+        import torch
+
+        from services.judging.reader import RANK, SCALE, TARGETS
+
+        class Updated(torch.nn.Module):
+            def __init__(self, base: torch.nn.Linear) -> None:
+                super().__init__()
+                self.base = base
+                self.down = torch.nn.Parameter(torch.empty(RANK, base.in_features))
+                self.up = torch.nn.Parameter(torch.zeros(base.out_features, RANK))
+                torch.nn.init.kaiming_uniform_(self.down, a=math.sqrt(5))
+
+            def forward(self, x):  # type: ignore[no-untyped-def]
+                return self.base(x) + SCALE * (x @ self.down.T) @ self.up.T
+
+        for p in bert.parameters():
+            p.requires_grad_(False)
+        for layer in bert.encoder.layer:
+            for target in TARGETS:
+                *path, leaf = target.split(".")
+                parent = layer
+                for part in path:
+                    parent = getattr(parent, part)
+                setattr(parent, leaf, Updated(getattr(parent, leaf)))
+        return bert
+
+
+def logits(bert, head, tokenizer, batch: list[tuple]):  # type: ignore[no-untyped-def]
+    """One logit per (question, phrase) of `batch`."""
+    import torch
+
+    from services.judging.reader import input_ids
+
+    inputs = [input_ids(tokenizer, question, phrase) for question, phrase in batch]
+    width = max(len(ids) for ids, _ in inputs)
+    ids, types, mask = (torch.zeros((len(inputs), width), dtype=torch.long) for _ in range(3))
+    for row, (tokens, kinds) in enumerate(inputs):
+        ids[row, :len(tokens)], types[row, :len(kinds)], mask[row, :len(tokens)] = \
+            torch.tensor(tokens), torch.tensor(kinds), 1
+    return head(bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[:, 0]).squeeze(-1)
+
+
+def ordered(bert, head, tokenizer, picked: list[Group]) -> float | None:  # type: ignore[no-untyped-def]
+    """The share of (gold, other) pairs of `picked` whose gold is read higher."""
+    import torch
+
+    pairs = wins = 0
+    with torch.inference_mode():
+        for g in picked:
+            read = logits(bert, head, tokenizer, [(g.question, p) for p in g.phrases]).tolist()
+            pairs += len(read) - 1
+            wins += sum(read[0] > r for r in read[1:])
+    return wins / pairs if pairs else None
+
+
+def standardize(bert, head, tokenizer, train: list[Group]) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Shift and scale the head so that the train groups' logits have mean 0 and deviation 1: the
+    groups' softmax fixes only differences, so the level a fit ends at is arbitrary, and the
+    judge's signal (services.judging.features) reads the logit on this scale."""
+    import torch
+
+    with torch.inference_mode():
+        read = torch.cat([logits(bert, head, tokenizer, [(g.question, p) for g in train[i:i + 16] for p in g.phrases])
+                          for i in range(0, len(train), 16)])
+    mean, std = float(read.mean()), float(read.std())
+    with torch.no_grad():
+        head.weight /= std
+        head.bias.sub_(mean).div_(std)
+    return {"mean": round(mean, 4), "std": round(std, 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=4e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import copy
+
+    import torch
+    from safetensors.torch import save_file
+
+    from services.judging import reader
+    from services.retrieval.embedding import load_model, tokenizer_copy
+
+    started = time.perf_counter()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(os.cpu_count() or 1)
+    built = groups(args.corpora.split(","))
+    train = [g for g in built if g.split == "train"]
+    test = [g for g in built if g.split == "test"]
+    log(f"{len(train)} train groups, {len(test)} test groups in {time.perf_counter() - started:.0f} s")
+
+    bert = LowRank.wrap(copy.deepcopy(load_model(reader.MODEL)[0].auto_model))
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+    tokenizer, _ = tokenizer_copy(reader.MODEL)
+    trained = [p for p in bert.parameters() if p.requires_grad] + list(head.parameters())
+    optimizer = torch.optim.AdamW(trained, lr=args.lr, weight_decay=0.01)
+    steps = args.epochs * math.ceil(len(train) / GROUPS_A_STEP)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 50) * max(0.0, 1 - s / steps))
+    order = random.Random(args.seed)
+    for epoch in range(args.epochs):
+        bert.train()
+        shuffled = order.sample(train, len(train))
+        for i in range(0, len(shuffled), GROUPS_A_STEP):
+            step = shuffled[i:i + GROUPS_A_STEP]
+            read = logits(bert, head, tokenizer, [(g.question, p) for g in step for p in g.phrases])
+            loss, at, weight = read.new_zeros(()), 0, 0.0
+            for g in step:
+                w = 1.0 if g.corpus == "squad" else SMALL_WEIGHT
+                loss = loss + w * torch.nn.functional.cross_entropy(read[at:at + len(g.phrases)][None], read.new_zeros(1, dtype=torch.long))
+                at, weight = at + len(g.phrases), weight + w
+            optimizer.zero_grad()
+            (loss / weight).backward()
+            optimizer.step()
+            schedule.step()
+            if (i // GROUPS_A_STEP) % 200 == 0:
+                log(f"epoch {epoch + 1} step {i // GROUPS_A_STEP}/{steps // args.epochs} loss {float(loss.detach()) / weight:.3f}")
+        log(f"epoch {epoch + 1}: {time.perf_counter() - started:.0f} s")
+    bert.eval()
+    standardized = standardize(bert, head, tokenizer, train)
+
+    by = defaultdict(list)
+    for g in test:
+        by[(g.corpus, g.kind)].append(g)
+    result = {f"{corpus}/{kind}": rounded(ordered(bert, head, tokenizer, picked))
+              for (corpus, kind), picked in sorted(by.items())}
+    weights = {name: p.detach().half().contiguous() for name, p in bert.named_parameters() if p.requires_grad}
+    weights |= {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
+    version = f"reader-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    meta = {"version": version, "model": reader.MODEL, "rank": reader.RANK, "scale": reader.SCALE,
+            "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","),
+            "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "machine": machine(),
+            "fit_s": round(time.perf_counter() - started)}
+    out = args.out or reader.WEIGHTS
+    save_file(weights, str(out))
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    emit({"version": version, "ordered": result, "train_groups": len(train), "fit_s": meta["fit_s"]})
+
+
+if __name__ == "__main__":
+    main()

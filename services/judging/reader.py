@@ -1,0 +1,168 @@
+"""A reader of the question: how well a phrase answers it, read where its evidence sentence holds it.
+
+Every other signal reads the question and the answer's sentence apart and compares them; which
+of two grounded phrases of one sentence or docstring a question means ("values in the first array
+that are not in the second": "set difference", not "input arrays") takes reading them together.
+The packaged embedding model does that here as a cross-encoder: the question and the sentence go
+through it as one input, the phrase marked in the sentence,
+
+    [CLS] question [SEP] before [unused1] phrase [unused2] after [SEP]
+
+and a linear head on [CLS] gives a logit, higher the better the phrase answers (standardized:
+mean 0 and deviation 1 over the phrases it was fitted on). Its low-rank
+updates of every layer and the head were fitted by `bench/fit_reader.py` on groups drawn from the
+train half of the development set (a question's gold phrase against phrases of the same passage,
+a "which A or B" against its other option), on all four corpora; they ship in
+`reader_model.safetensors` (1.3 MB) with their version in `reader_model.json`, and are merged into
+a copy of the model once per process. They were fitted on all-MiniLM-L6-v2: with another
+embedding model, or `JUDGE_READER=off`, the judge reads without it (the signal is 0).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.retrieval.embedding import load_model, tokenizer_copy
+
+MODEL = "all-MiniLM-L6-v2"  # what the shipped weights were fitted on
+WEIGHTS = Path(__file__).with_name("reader_model.safetensors")
+META = WEIGHTS.with_suffix(".json")
+MAX_TOKENS = 128  # question and sentence together; a longer sentence keeps the words nearest the phrase
+QUESTION_TOKENS = 40
+RANK, SCALE = 16, 2.0  # of the low-rank updates: W + SCALE * up @ down
+# Every linear layer of each transformer block is updated.
+TARGETS = ("attention.self.query", "attention.self.key", "attention.self.value",
+           "attention.output.dense", "intermediate.dense", "output.dense")
+MARKS = ("[unused1]", "[unused2]")  # around the phrase: tokens the vocabulary holds and the model never saw
+_CACHE_SIZE = 4_096
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A phrase where a sentence holds it: the sentence is before + phrase + after."""
+
+    before: str
+    phrase: str
+    after: str
+
+
+def phrase_in(sentence: str, words: Sequence[str]) -> Phrase | None:
+    """The shortest span of `sentence` holding every one of `words` (an answer's added words, as
+    written), whole words, any case; None when the sentence lacks one of them."""
+    wanted = list(dict.fromkeys(w.lower() for w in words if w.strip()))
+    if not wanted:
+        return None
+    found = sorted((m.start(), m.end(), i) for i, word in enumerate(wanted)
+                   for m in re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", sentence, re.IGNORECASE))
+    if len({i for _, _, i in found}) < len(wanted):
+        return None
+    best: tuple[int, int] | None = None
+    last: dict[int, tuple[int, int]] = {}
+    for start, end, i in found:  # each occurrence closing a window of the latest occurrence of every word
+        last[i] = (start, end)
+        if len(last) == len(wanted):
+            span = (min(s for s, _ in last.values()), max(e for _, e in last.values()))
+            if best is None or span[1] - span[0] < best[1] - best[0]:
+                best = span
+    assert best is not None
+    return Phrase(sentence[:best[0]], sentence[best[0]:best[1]], sentence[best[1]:])
+
+
+def input_ids(tokenizer: Any, question: str, phrase: Phrase) -> tuple[list[int], list[int]]:
+    """The model's input for (question, phrase): token ids and token types (0 question, 1 sentence)."""
+    def ids(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) if text.strip() else []
+
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    open_, close = tokenizer.convert_tokens_to_ids(list(MARKS))
+    asked = ids(question)[:QUESTION_TOKENS]
+    before, inside, after = ids(phrase.before), ids(phrase.phrase), ids(phrase.after)
+    room = MAX_TOKENS - len(asked) - 5
+    inside = inside[:room]
+    room -= len(inside)
+    kept_before = min(len(before), max(room // 2, room - len(after)))
+    kept_after = min(len(after), room - kept_before)
+    first = [cls, *asked, sep]
+    second = [*before[len(before) - kept_before:], open_, *inside, close, *after[:kept_after], sep]
+    return first + second, [0] * len(first) + [1] * len(second)
+
+
+def stored_weights(path: Path = WEIGHTS) -> dict[str, Any]:
+    """The fitted updates and head, as float32 tensors."""
+    from safetensors.torch import load_file
+
+    return {name: tensor.float() for name, tensor in load_file(str(path)).items()}
+
+
+def reader_meta(path: Path = META) -> dict[str, Any]:
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+class PhraseReader:
+    """(question, phrases) -> logits: the packaged model with the fitted updates merged into its
+    weights (a copy: the embedder's own model is untouched), and the head."""
+
+    def __init__(self, model_name: str, weights: Mapping[str, Any]) -> None:
+        import torch
+
+        self._torch = torch
+        base: Any = load_model(model_name)[0].auto_model
+        self._bert = copy.deepcopy(base).eval()
+        with torch.no_grad():
+            for name, module in self._bert.named_modules():
+                if f"{name}.down" in weights:
+                    module.weight += SCALE * weights[f"{name}.up"] @ weights[f"{name}.down"]
+        self._head_weight, self._head_bias = weights["head.weight"], weights["head.bias"]
+        self._tokenizer, self._tokenizer_lock = tokenizer_copy(model_name)
+        self._read: OrderedDict[tuple[str, Phrase], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, question: str, phrases: Sequence[Phrase]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(p for p in phrases if (question, p) not in self._read))
+            if missing:
+                for phrase, logit in zip(missing, self._logits(question, missing), strict=True):
+                    self._read[(question, phrase)] = logit
+            for phrase in phrases:
+                self._read.move_to_end((question, phrase))
+            while len(self._read) > _CACHE_SIZE:
+                self._read.popitem(last=False)
+            return np.asarray([self._read[(question, p)] for p in phrases], dtype=np.float64)
+
+    def _logits(self, question: str, phrases: Sequence[Phrase]) -> list[float]:
+        torch = self._torch
+        with self._tokenizer_lock:
+            inputs = [input_ids(self._tokenizer, question, p) for p in phrases]
+        width = max(len(ids) for ids, _ in inputs)
+        ids = torch.zeros((len(inputs), width), dtype=torch.long)
+        types = torch.zeros_like(ids)
+        mask = torch.zeros_like(ids)
+        for row, (tokens, kinds) in enumerate(inputs):
+            ids[row, :len(tokens)] = torch.tensor(tokens)
+            types[row, :len(kinds)] = torch.tensor(kinds)
+            mask[row, :len(tokens)] = 1
+        with torch.inference_mode():
+            cls = self._bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[:, 0]
+            return (cls @ self._head_weight.T + self._head_bias).squeeze(-1).tolist()
+
+
+@cache
+def shipped_reader(model_name: str) -> PhraseReader | None:
+    """The process's reader for the embedding model `model_name`: None for a model the weights
+    were not fitted on, or when JUDGE_READER is off."""
+    from services.settings import get_settings
+
+    if model_name.split("/")[-1] != MODEL or not get_settings().judge_reader or not WEIGHTS.exists():
+        return None
+    return PhraseReader(model_name, stored_weights())

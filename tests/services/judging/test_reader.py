@@ -1,0 +1,111 @@
+"""The reader of the question: where a phrase stands in its sentence, what the model reads, and
+that the shipped weights read which of a passage's phrases answers."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from services.judging import reader
+from services.judging.features import read_answer
+from services.judging.reader import MARKS, MAX_TOKENS, QUESTION_TOKENS, Phrase, PhraseReader, input_ids, phrase_in
+from services.judging.vectors import cached_embedder
+from services.retrieval.embedding import load_model, tokenizer_copy
+from services.settings import get_settings
+
+MODEL = "all-MiniLM-L6-v2"
+PASSAGE = ("Kestrel Robotics was founded in 1998 by Mika Laine in Tampere. Its first product was a "
+           "welding cell; today it builds palletizing arms for food plants.")
+
+
+def test_a_phrase_is_the_shortest_span_holding_every_added_word_in_any_case() -> None:
+    sentence = "The arm stops; the Safe Stop halts the arm when the guard door opens."
+    found = phrase_in(sentence, ["guard", "door", "opens"])
+    assert found == Phrase("The arm stops; the Safe Stop halts the arm when the ", "guard door opens", ".")
+    assert phrase_in(sentence, ["safe", "halts"]) == Phrase("The arm stops; the ", "Safe Stop halts", " the arm when the guard door opens.")
+    # Whole words only, and every word: a sentence lacking one holds no phrase to read.
+    assert phrase_in(sentence, ["arms"]) is None
+    assert phrase_in(sentence, ["guard", "window"]) is None
+    assert phrase_in(sentence, []) is None
+
+
+def test_the_input_marks_the_phrase_and_keeps_the_words_next_to_it_within_the_model_length() -> None:
+    tokenizer, _ = tokenizer_copy(MODEL)
+    long_question = " ".join(["robot"] * 80) + "?"
+    before, after = "word " * 200, " tail" * 200
+    ids, types = input_ids(tokenizer, long_question, Phrase(before + "near ", "Mika Laine", " next" + after))
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert len(ids) == len(types) == MAX_TOKENS
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    assert tokens[1:QUESTION_TOKENS + 1] == ["robot"] * QUESTION_TOKENS and tokens[QUESTION_TOKENS + 1] == "[SEP]"
+    opening, closing = tokens.index(MARKS[0]), tokens.index(MARKS[1])
+    assert tokens[opening - 1] == "near" and tokens[closing + 1] == "next"
+    assert tokenizer.convert_tokens_to_string(tokens[opening + 1:closing]) == "mika laine"
+    assert types == [0] * (QUESTION_TOKENS + 2) + [1] * (MAX_TOKENS - QUESTION_TOKENS - 2)
+
+
+def test_merged_updates_read_as_the_low_rank_model_they_were_fitted_as() -> None:
+    import torch
+
+    from bench.fit_reader import LowRank, logits
+
+    torch.manual_seed(1)
+    bert = LowRank.wrap(copy.deepcopy(load_model(MODEL)[0].auto_model)).eval()
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+    with torch.no_grad():
+        for p in bert.parameters():
+            if p.requires_grad:
+                p.normal_(0, 0.02)  # the up matrices start at 0: make every update count
+    weights = {name: p.detach().clone() for name, p in bert.named_parameters() if p.requires_grad}
+    weights |= {"head.weight": head.weight.detach().clone(), "head.bias": head.bias.detach().clone()}
+    phrases = [Phrase("Kestrel Robotics was founded in 1998 by ", "Mika Laine", " in Tampere."),
+               Phrase("Kestrel Robotics was founded in 1998 by Mika Laine in ", "Tampere", ".")]
+    with torch.inference_mode():
+        fitted = logits(bert, head, tokenizer_copy(MODEL)[0], [("Who founded Kestrel Robotics?", p) for p in phrases])
+    merged = PhraseReader(MODEL, weights)("Who founded Kestrel Robotics?", phrases)
+    np.testing.assert_allclose(merged, fitted.numpy(), atol=1e-4)
+    assert abs(merged[0] - merged[1]) > 1e-3  # the updates change what is read
+    # The embedder's own model is a different object, untouched by the merge.
+    assert not any("down" in name for name, _ in load_model(MODEL)[0].auto_model.named_parameters())
+
+
+def test_the_shipped_reader_reads_which_of_two_places_the_question_asks_for() -> None:
+    read = reader.shipped_reader(MODEL)
+    assert read is not None
+    sentences = "The maker of the robot arm is headquartered in Osaka, close to the port. Its largest plant is in Nagoya."
+    places = [phrase_in(sentences, ["Osaka"]), phrase_in(sentences, ["Nagoya"])]
+    head_office = read("The maker of the robot arm has its head office in what city?", places)
+    plant = read("Where is the largest plant?", places)
+    assert head_office[0] > head_office[1] and plant[1] > plant[0]
+
+
+def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    embed = cached_embedder(MODEL)
+    question = "Who founded Kestrel Robotics?"
+    right = read_answer(question, "Mika Laine", [PASSAGE], embed=embed).features["reader"]
+    wrong = read_answer(question, "Tampere", [PASSAGE], embed=embed).features["reader"]
+    assert -1.0 <= wrong < right <= 1.0
+    restated = read_answer(question, "Kestrel Robotics was founded by Mika Laine.", [PASSAGE], embed=embed)
+    assert restated.features["reader"] != 0.0
+    sentence = read_answer(question, PASSAGE.split(". ")[1], [PASSAGE], embed=embed)
+    assert sentence.features["reader"] == 0.0  # a passage's sentence picks no phrase
+    # Without an embedder the judge has no model to read with, and a setting turns it off.
+    assert read_answer(question, "Mika Laine", [PASSAGE], embed=None).features["reader"] == 0.0
+    monkeypatch.setenv("JUDGE_READER", "false")
+    get_settings.cache_clear()
+    reader.shipped_reader.cache_clear()
+    try:
+        assert not get_settings().judge_reader
+        assert reader.shipped_reader(MODEL) is None
+        assert read_answer(question, "Tampere", [PASSAGE], embed=embed).features["reader"] == 0.0
+    finally:
+        monkeypatch.delenv("JUDGE_READER")
+        get_settings.cache_clear()
+        reader.shipped_reader.cache_clear()
+
+
+def test_the_weights_fitted_on_one_model_are_not_read_with_another() -> None:
+    assert reader.shipped_reader("some/other-model") is None
+    assert reader.reader_meta()["model"] == reader.MODEL
