@@ -53,7 +53,7 @@ def main() -> None:
 
     from bench._judge_readings import read_cases
     from bench.judge_set import build_cases
-    from services.judging.judge import decide
+    from services.judging.judge import acceptance_score, decide
     from services.judging.model import PRIOR_WEIGHTS, fit
     from services.judging.verdict import grounded
     from services.settings import get_settings
@@ -74,7 +74,9 @@ def main() -> None:
     # As the judge decides: its caps applied, and only a grounded, non-abstaining answer accepted.
     scores = [0.0 if r.abstains else decide(r.features, adds_nothing=r.adds_nothing, model=draft, reply_agrees=r.reply_agrees)[0]
               for r in readings]
-    gated = [s if grounded(r.features) else 0.0 for s, r in zip(scores, readings)]
+    # ...on the score skipping review reads (the reader of the question heard only against the answer)
+    gated = [acceptance_score(r.features, s, adds_nothing=r.adds_nothing, model=draft) if grounded(r.features) else 0.0
+             for s, r in zip(scores, readings)]
     if args.precision_on == "pooled":
         accept_at = lowest_threshold(gated, labels, args.precision, args.min_accepted)
     else:  # the precision must hold on each corpus: the highest of their thresholds

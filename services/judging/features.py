@@ -160,7 +160,9 @@ READER_SPAN = 2.0
 
 def _reader_signal(question: str, words: Words, features: Mapping[str, float], model_name: str) -> float:
     reader = shipped_reader(model_name) if model_name else None
-    phrase = reader_phrase(words) if reader is not None and answer_form(features) in READER_FORMS else None
+    # A bare yes or no is read as its question's statement, which asks the reader nothing.
+    reads = reader is not None and words.bare_reply is None and answer_form(features) in READER_FORMS
+    phrase = reader_phrase(words) if reads else None
     if reader is None or phrase is None:
         return 0.0
     return float(np.clip(reader(question, [phrase])[0] / READER_SPAN, -1.0, 1.0))

