@@ -158,14 +158,28 @@ READER_FORMS = ("phrase", "restated")  # a sentence of a passage picks no phrase
 READER_SPAN = 2.0
 
 
+def reader_input(question: str, words: Words, features: Mapping[str, float]) -> tuple[str, Phrase] | None:
+    """What the reader reads of an answer whose words read `words` and `features`: None for a
+    passage's sentence, a bare yes or no (read as its question's statement, which asks the reader
+    nothing) and an answer whose additions its evidence does not hold."""
+    if words.bare_reply is not None or answer_form(features) not in READER_FORMS:
+        return None
+    phrase = reader_phrase(words)
+    return (question, phrase) if phrase is not None else None
+
+
+def reader_inputs(question: str, answer: str, contexts: Sequence[str]) -> tuple[str, Phrase] | None:
+    """reader_input for `answer` on `contexts`, as read_answer will read it (intake reads a batch's at once)."""
+    words = read_words(question, answer, tuple(contexts))
+    return None if words.abstains else reader_input(question, words, words.features)
+
+
 def _reader_signal(question: str, words: Words, features: Mapping[str, float], model_name: str) -> float:
     reader = shipped_reader(model_name) if model_name else None
-    # A bare yes or no is read as its question's statement, which asks the reader nothing.
-    reads = reader is not None and words.bare_reply is None and answer_form(features) in READER_FORMS
-    phrase = reader_phrase(words) if reads else None
-    if reader is None or phrase is None:
+    read = reader_input(question, words, features) if reader is not None else None
+    if reader is None or read is None:
         return 0.0
-    return float(np.clip(reader(question, [phrase])[0] / READER_SPAN, -1.0, 1.0))
+    return float(np.clip(reader.read([read])[0] / READER_SPAN, -1.0, 1.0))
 
 
 def _answering(adding: Sequence[ClaimEvidence]) -> ClaimEvidence:

@@ -46,6 +46,7 @@ TARGETS = ("attention.self.query", "attention.self.key", "attention.self.value",
            "attention.output.dense", "intermediate.dense", "output.dense")
 MARKS = ("[unused1]", "[unused2]")  # around the phrase: tokens the vocabulary holds and the model never saw
 _CACHE_SIZE = 4_096
+_BATCH = 64  # sequences a forward pass, sorted by length so that little of a batch is padding
 
 
 @dataclass(frozen=True)
@@ -129,21 +130,27 @@ class PhraseReader:
         self._lock = threading.Lock()
 
     def __call__(self, question: str, phrases: Sequence[Phrase]) -> np.ndarray:
+        return self.read([(question, p) for p in phrases])
+
+    def read(self, pairs: Sequence[tuple[str, Phrase]]) -> np.ndarray:
+        """One logit per (question, phrase), reading in batches only what was not read before
+        (intake reads a whole batch's answers in one call, the judge then finds them here)."""
         with self._lock:
-            missing = list(dict.fromkeys(p for p in phrases if (question, p) not in self._read))
-            if missing:
-                for phrase, logit in zip(missing, self._logits(question, missing), strict=True):
-                    self._read[(question, phrase)] = logit
-            for phrase in phrases:
-                self._read.move_to_end((question, phrase))
+            missing = sorted(dict.fromkeys(p for p in pairs if p not in self._read), key=lambda p: len(p[1].before + p[1].after))
+            for start in range(0, len(missing), _BATCH):
+                batch = missing[start:start + _BATCH]
+                for pair, logit in zip(batch, self._logits(batch), strict=True):
+                    self._read[pair] = logit
+            for pair in pairs:
+                self._read.move_to_end(pair)
             while len(self._read) > _CACHE_SIZE:
                 self._read.popitem(last=False)
-            return np.asarray([self._read[(question, p)] for p in phrases], dtype=np.float64)
+            return np.asarray([self._read[p] for p in pairs], dtype=np.float64)
 
-    def _logits(self, question: str, phrases: Sequence[Phrase]) -> list[float]:
+    def _logits(self, pairs: Sequence[tuple[str, Phrase]]) -> list[float]:
         torch = self._torch
         with self._tokenizer_lock:
-            inputs = [input_ids(self._tokenizer, question, p) for p in phrases]
+            inputs = [input_ids(self._tokenizer, question, phrase) for question, phrase in pairs]
         width = max(len(ids) for ids, _ in inputs)
         ids = torch.zeros((len(inputs), width), dtype=torch.long)
         types = torch.zeros_like(ids)
