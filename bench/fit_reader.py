@@ -124,17 +124,9 @@ class LowRank:
 
 def logits(bert, head, tokenizer, batch: list[tuple]):  # type: ignore[no-untyped-def]
     """One logit per (question, phrase) of `batch`."""
-    import torch
+    from services.judging.reader import model_inputs
 
-    from services.judging.reader import input_ids
-
-    inputs = [input_ids(tokenizer, question, phrase) for question, phrase in batch]
-    width = max(len(ids) for ids, _ in inputs)
-    ids, types, mask = (torch.zeros((len(inputs), width), dtype=torch.long) for _ in range(3))
-    for row, (tokens, kinds) in enumerate(inputs):
-        ids[row, :len(tokens)], types[row, :len(kinds)], mask[row, :len(tokens)] = \
-            torch.tensor(tokens), torch.tensor(kinds), 1
-    return head(bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[:, 0]).squeeze(-1)
+    return head(bert(**model_inputs(tokenizer, batch)).last_hidden_state[:, 0]).squeeze(-1)
 
 
 def ordered(bert, head, tokenizer, picked: list[Group]) -> float | None:  # type: ignore[no-untyped-def]

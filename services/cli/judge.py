@@ -36,7 +36,9 @@ def refit(
 @judge_app.command("show")
 def show(as_json: bool = typer.Option(False, "--json", help="Print the model as JSON.")) -> None:
     """The model the judge scores with now: version, coefficients, accept threshold, what it was fitted on."""
+    from services.judging.reader import reader_state
     from services.judging.refit import model_in_use
+    from services.settings import get_settings
 
     try:
         model = model_in_use()
@@ -51,3 +53,4 @@ def show(as_json: bool = typer.Option(False, "--json", help="Print the model as 
     for name, weight in sorted(model.coefficients.items(), key=lambda kv: -abs(kv[1])):
         typer.echo(f"  {name:20} {weight:+8.3f}" + "".join(f" {model.by_form[f].coefficients[name]:+9.3f}" for f in forms))
     typer.echo(f"  {'(intercept)':20} {model.intercept:+8.3f}" + "".join(f" {model.by_form[f].intercept:+9.3f}" for f in forms))
+    typer.echo(reader_state(get_settings().embedding_model))

@@ -99,6 +99,18 @@ def input_ids(tokenizer: Any, question: str, phrase: Phrase) -> tuple[list[int],
     return first + second, [0] * len(first) + [1] * len(second)
 
 
+def model_inputs(tokenizer: Any, pairs: Sequence[tuple[str, Phrase]]) -> dict[str, Any]:
+    """The padded tensors of a batch of (question, phrase): input_ids, token_type_ids, attention_mask."""
+    import torch
+
+    inputs = [input_ids(tokenizer, question, phrase) for question, phrase in pairs]
+    ids = torch.zeros((len(inputs), max(len(tokens) for tokens, _ in inputs)), dtype=torch.long)
+    types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+    for row, (tokens, kinds) in enumerate(inputs):
+        ids[row, :len(tokens)], types[row, :len(kinds)], mask[row, :len(tokens)] = torch.tensor(tokens), torch.tensor(kinds), 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+
+
 def stored_weights(path: Path = WEIGHTS) -> dict[str, Any]:
     """The fitted updates and head, as float32 tensors."""
     from safetensors.torch import load_file
@@ -148,20 +160,23 @@ class PhraseReader:
             return np.asarray([self._read[p] for p in pairs], dtype=np.float64)
 
     def _logits(self, pairs: Sequence[tuple[str, Phrase]]) -> list[float]:
-        torch = self._torch
         with self._tokenizer_lock:
-            inputs = [input_ids(self._tokenizer, question, phrase) for question, phrase in pairs]
-        width = max(len(ids) for ids, _ in inputs)
-        ids = torch.zeros((len(inputs), width), dtype=torch.long)
-        types = torch.zeros_like(ids)
-        mask = torch.zeros_like(ids)
-        for row, (tokens, kinds) in enumerate(inputs):
-            ids[row, :len(tokens)] = torch.tensor(tokens)
-            types[row, :len(kinds)] = torch.tensor(kinds)
-            mask[row, :len(tokens)] = 1
-        with torch.inference_mode():
-            cls = self._bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[:, 0]
+            inputs = model_inputs(self._tokenizer, pairs)
+        with self._torch.inference_mode():
+            cls = self._bert(**inputs).last_hidden_state[:, 0]
             return (cls @ self._head_weight.T + self._head_bias).squeeze(-1).tolist()
+
+
+def reader_state(model_name: str) -> str:
+    """One line on whether the judge reads with the reader, and which weights."""
+    from services.settings import get_settings
+
+    meta = reader_meta()
+    if not get_settings().judge_reader:
+        return f"reader of the question: off (JUDGE_READER=false); {meta['version']} is not read"
+    if shipped_reader(model_name) is None:
+        return f"reader of the question: not read: {meta['version']} was fitted on {MODEL}, the embedding model is {model_name}"
+    return f"reader of the question: {meta['version']}, fitted on {MODEL} (rank {meta['rank']}, {meta['train_groups']} groups)"
 
 
 @cache

@@ -106,6 +106,26 @@ def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch
         reader.shipped_reader.cache_clear()
 
 
-def test_the_weights_fitted_on_one_model_are_not_read_with_another() -> None:
+def test_the_weights_fitted_on_one_model_are_not_read_with_another(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reader.shipped_reader("some/other-model") is None
+    version = reader.reader_meta()["version"]
     assert reader.reader_meta()["model"] == reader.MODEL
+    assert version in reader.reader_state(MODEL) and "fitted on all-MiniLM-L6-v2" in reader.reader_state(MODEL)
+    assert "not read" in reader.reader_state("some/other-model")
+    monkeypatch.setenv("JUDGE_READER", "false")
+    get_settings.cache_clear()
+    try:
+        assert "off (JUDGE_READER=false)" in reader.reader_state(MODEL)
+    finally:
+        monkeypatch.delenv("JUDGE_READER")
+        get_settings.cache_clear()
+
+
+def test_judge_show_says_which_reader_the_judge_reads_with(clean_db) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from services.cli import app
+
+    shown = CliRunner().invoke(app, ["judge", "show"])
+    assert shown.exit_code == 0, shown.output
+    assert "reader" in shown.output.splitlines()[-1] and reader.reader_meta()["version"] in shown.output
