@@ -82,8 +82,10 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
                        reading.expected.kind, reading.features, model.version)
     p, label = decide(reading.features, adds_nothing=reading.adds_nothing, model=model,
                       reply_agrees=reading.reply_agrees)
-    return Verdict(round(p, 4), label, _reason(reading, label, p), label == SUPPORTED, claims, reading.expected.kind,
-                   reading.features, model.version)
+    held = acceptance_score(reading.features, p, adds_nothing=reading.adds_nothing, model=model)
+    without_reader = held if label == UNCERTAIN and held < model.accept_at <= p else None
+    return Verdict(round(p, 4), label, _reason(reading, label, p, without_reader), label == SUPPORTED, claims,
+                   reading.expected.kind, reading.features, model.version)
 
 
 def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel,
@@ -109,10 +111,11 @@ def decide(features: dict[str, float], *, adds_nothing: bool, model: JudgeModel,
 def acceptance_score(features: dict[str, float], p: float, *, adds_nothing: bool, model: JudgeModel) -> float:
     """What skipping review reads: P(supported), the reader of the question heard only against the
     answer. The reader orders the queue (it tells which of a passage's phrases answers more often
-    than any other signal), but it is a fitted model that is sure where it is wrong as well (on the
-    test half of the development set, 2026-12-04, the wrong answers it lifted to auto-accept were a
-    restated "British patented ..." for "Who patented ...?" and the wrong option of a yes/no
-    question): where it speaks for the answer, the answer skips review only if it would without it."""
+    than any other signal), but it is a fitted model that is sure where it is wrong as well (heard
+    in full, on the development set's train half of 2026-12-04, it lifted a restated "British
+    patented ..." for "Who patented ...?" among the answers to skip review, and the threshold fitted
+    there rose from 0.94 to 0.98): where it speaks for the answer, the answer skips review only if
+    it would without it."""
     if features.get("reader", 0.0) <= 0.0:
         return p
     return min(p, supported_probability({**features, "reader": 0.0}, adds_nothing=adds_nothing, model=model))
@@ -140,11 +143,16 @@ def _check(read: ClaimEvidence) -> ClaimCheck:
                       evidence.context + 1 if evidence else None, round(read.evidence_support, 4), read.reversal)
 
 
-def _reason(reading: Reading, label: str, p: float) -> str:
+def _reason(reading: Reading, label: str, p: float, without_reader: float | None = None) -> str:
+    """`without_reader`: P with the reader's signal at 0, where only the reader took P to the
+    accept threshold (the answer is held for review all the same: acceptance_score)."""
     prefix = f"P(supported) {p:.2f}: "
     if label == SUPPORTED:
         return prefix + _praise(reading)
     fault = _fault(reading)
+    if fault is None and without_reader is not None:
+        fault = (f"supported, but {without_reader:.2f} without the reader of the question, which alone never "
+                 "lets an answer skip review")
     if fault is None:
         fault = "no single fault found, but the signals together are weak" if label == UNSUPPORTED else \
             "supported, but not clearly enough to skip review"

@@ -106,6 +106,23 @@ def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch
         reader.shipped_reader.cache_clear()
 
 
+def test_an_answer_only_the_reader_lifts_to_the_threshold_is_held_and_told_why() -> None:
+    from services.judging import judge_answer
+    from services.judging.judge import acceptance_score
+    from services.judging.model import shipped_model
+    from services.judging.verdict import UNCERTAIN
+
+    model, embed = shipped_model(), cached_embedder(MODEL)
+    verdict = judge_answer("Who founded Kestrel Robotics?", "Mika Laine", [PASSAGE], embed=embed)
+    without = acceptance_score(dict(verdict.features), verdict.p_supported, adds_nothing=False, model=model)
+    assert verdict.features["reader"] > 0 and without < model.accept_at <= verdict.p_supported
+    assert verdict.label == UNCERTAIN and not verdict.auto_accept
+    assert f"supported, but {without:.2f} without the reader of the question" in verdict.reason
+    # Where the reader speaks against an answer it is heard in full: the score is P itself.
+    against = {**verdict.features, "reader": -0.5}
+    assert acceptance_score(against, 0.97, adds_nothing=False, model=model) == 0.97
+
+
 def test_the_weights_fitted_on_one_model_are_not_read_with_another(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reader.shipped_reader("some/other-model") is None
     version = reader.reader_meta()["version"]
