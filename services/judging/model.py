@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -66,6 +66,9 @@ class JudgeModel:
     accept_at: float  # P(supported) at or above which an answer may skip review
     trained_on: Mapping[str, Any] = field(default_factory=dict)
     by_form: Mapping[str, Weights] = field(default_factory=dict)
+    # The same fit without the reader of the question's signal: what skipping review also reads
+    # (services.judging.judge.acceptance_score). None for a model fitted on rows no reader read.
+    without_reader: JudgeModel | None = None
 
     def weights(self, features: Mapping[str, float]) -> Weights:
         """The weights that read `features`: their form's, else the pooled ones."""
@@ -79,9 +82,11 @@ class JudgeModel:
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "coefficients": dict(self.coefficients), "trained_on": dict(self.trained_on),
+        unread = {"without_reader": self.without_reader.to_dict()} if self.without_reader is not None else {}
+        return {"version": self.version, "coefficients": dict(self.coefficients), "intercept": self.intercept,
+                "accept_at": self.accept_at, "trained_on": dict(self.trained_on),
                 "by_form": {form: {"coefficients": dict(w.coefficients), "intercept": w.intercept}
-                            for form, w in self.by_form.items()}}
+                            for form, w in self.by_form.items()}, **unread}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeModel:
@@ -89,8 +94,9 @@ class JudgeModel:
             coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
             by_form = {str(form): Weights({str(k): float(v) for k, v in w["coefficients"].items()}, float(w["intercept"]))
                        for form, w in data.get("by_form", {}).items()}
+            unread = cls.from_dict(data["without_reader"]) if data.get("without_reader") is not None else None
             model = cls(str(data["version"]), coefficients, float(data["intercept"]), float(data["accept_at"]),
-                        dict(data.get("trained_on", {})), by_form)
+                        dict(data.get("trained_on", {})), by_form, unread)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"a judge model needs version, coefficients, intercept and accept_at: {exc}") from exc
         if set(by_form) - set(FORMS):
@@ -124,9 +130,15 @@ def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: 
         counts[form] = len(picked)
         if len(picked) >= MIN_FORM_ANSWERS and min(right, len(picked) - right) >= MIN_FORM_PER_CLASS:
             by_form[form] = _fit_weights([rows[i] for i in picked], [labels[i] for i in picked], regularization)
+    # Fitted again without the reader where rows carry it: P as the judge read answers before it came,
+    # which an answer the reader speaks for must reach too to skip review.
+    unread = None
+    if any(row.get("reader") for row in rows):
+        unread = fit([{k: v for k, v in row.items() if k != "reader"} for row in rows], labels,
+                     version=f"{version}/without-reader", accept_at=accept_at, trained_on={}, regularization=regularization)
     return JudgeModel(version, pooled.coefficients, pooled.intercept, accept_at,
                       {**trained_on, "answers": len(labels), "right": int(sum(labels)), "answers_by_form": counts},
-                      by_form)
+                      by_form, unread)
 
 
 def _fit_weights(rows: Sequence[Mapping[str, float]], labels: Sequence[int], regularization: float) -> Weights:

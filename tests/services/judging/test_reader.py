@@ -4,6 +4,7 @@ that the shipped weights read which of a passage's phrases answers."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -118,9 +119,12 @@ def test_an_answer_only_the_reader_lifts_to_the_threshold_is_held_and_told_why()
     assert verdict.features["reader"] > 0 and without < model.accept_at <= verdict.p_supported
     assert verdict.label == UNCERTAIN and not verdict.auto_accept
     assert f"supported, but {without:.2f} without the reader of the question" in verdict.reason
-    # Where the reader speaks against an answer it is heard in full: the score is P itself.
-    against = {**verdict.features, "reader": -0.5}
-    assert acceptance_score(against, 0.97, adds_nothing=False, model=model) == 0.97
+    # The model it is held by is the same fit without the reader: deaf to it.
+    unread = model.without_reader
+    assert unread is not None and unread.probability({**verdict.features, "reader": 1.0}) == \
+        unread.probability({**verdict.features, "reader": -1.0})
+    # A model fitted on rows no reader read (none stored beside it) is read as it is.
+    assert acceptance_score(dict(verdict.features), 0.97, adds_nothing=False, model=replace(model, without_reader=None)) == 0.97
 
 
 def test_the_weights_fitted_on_one_model_are_not_read_with_another(monkeypatch: pytest.MonkeyPatch) -> None:
