@@ -145,7 +145,7 @@ def _check(read: ClaimEvidence) -> ClaimCheck:
 
 
 def _reason(reading: Reading, label: str, p: float, without_reader: float | None = None) -> str:
-    """`without_reader`: P with the reader's signal at 0, where only the reader took P to the
+    """`without_reader`: P by the fit without the reader of the question, where only the reader took P to the
     accept threshold (the answer is held for review all the same: acceptance_score)."""
     prefix = f"P(supported) {p:.2f}: "
     if label == SUPPORTED:

@@ -186,9 +186,7 @@ def test_runs_the_pipeline_would_auto_accept_are_queued_too(clean_db, tmp_path):
     ingest_paths([corpus], collection="tides")
     save_profile(WeightsProfile(name="lenient", high=0.5, medium=0.4, low=0.3), activate=True)
     progress: list[tuple[int, int]] = []
-    # A question its answer does not restate: one the reader of the question lifts is held for
-    # review unless it would pass without it (services.judging.judge.acceptance_score).
-    query = EvalQuery("t1", "What pulls on the sea?")
+    query = EvalQuery("t1", "What causes ocean tides: the gravitational pull of the moon and the sun?")
 
     (run_id,) = queue_evaluation_runs([query], collection="tides", backend=_ConfidentBackend(),
                                       on_progress=lambda done, total: progress.append((done, total)))

@@ -169,9 +169,8 @@ def test_the_pipelines_status_rule_decides_whether_an_assessed_run_skips_review(
     lenient = ScoringProfile(WeightsProfile(name="lenient", high=0.5, medium=0.3, low=0.1), None)
     contexts = [{"text": f"SRVO-062 means the pulsecoder backup battery is low; replace battery pack {n}.",
                  "document_id": "srvo-062.md", "rerank_score": 6.0} for n in range(3)]
-    # An answer the judge finds supported beyond its accept_at (every word it adds is in context 1;
-    # not the question restated, which the reader of the question lifts, and so holds: acceptance_score).
-    supported = "The pulsecoder backup battery is low; replace the battery pack. [1]"
+    # An answer the judge finds supported beyond its accept_at (every word it adds is in context 1).
+    supported = "SRVO-062 means the pulsecoder backup battery is low; replace the battery pack. [1]"
     approved = assess(record(contexts, answer=supported), backend=ScriptedBackend((0.95,)), profile=lenient)
     assert approved.iteration.verdict is not None and approved.iteration.verdict.auto_accept
     assert approved.iteration.crag is not None and approved.iteration.crag.verdict == "CORRECT"
