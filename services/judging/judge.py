@@ -32,6 +32,7 @@ from services.judging.verdict import (
     grounded,
     reversal_text,
 )
+from services.settings import get_settings
 
 # An answer whose best-matching sentence contradicts what was asked (a positive statement for a
 # negated question, "highest" for "lowest", 2004 for 2014, "T cells" for "B cells") is grounded
@@ -71,6 +72,8 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
     services.judging.nli) and `model_support` (a language model backend's reflection score)
     enter the same combination where they are available."""
     model = model or shipped_model()
+    if model.without_reader is not None and not get_settings().judge_reader:
+        model = model.without_reader  # the judge as it was fitted to read without the reader
     contexts = [c for c in contexts if c and c.strip()]
     reading = read_answer(question, answer, contexts, embed=embed, entail=entail, model_support=model_support)
     claims = tuple(_check(r) for r in reading.claims)

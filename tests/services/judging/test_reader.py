@@ -101,6 +101,14 @@ def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch
         assert not get_settings().judge_reader
         assert reader.shipped_reader(MODEL) is None
         assert read_answer(question, "Tampere", [PASSAGE], embed=embed).features["reader"] == 0.0
+        # ...and the judge reads with the fit made without it, as it read before the reader came.
+        from services.judging import judge_answer
+        from services.judging.model import shipped_model
+
+        unread = shipped_model().without_reader
+        assert unread is not None
+        verdict = judge_answer(question, "Mika Laine", [PASSAGE], embed=embed)
+        assert verdict.model_version == unread.version and verdict.features["reader"] == 0.0
     finally:
         monkeypatch.delenv("JUDGE_READER")
         get_settings.cache_clear()
