@@ -25,8 +25,8 @@ assessment runs/s over the bound's runs/s; the target is 0.7. Both figures come 
 between runs.
 
 Where the time goes: `cpu_ms_per_run` splits the drain's CPU time by the function spending it
-(PARTS: the model, the judges, scoring and CRAG, the store's reads, writes and claims, and
-"other"), each part's time without the parts inside it; `encode_calls` counts the model's
+(PARTS: the model, the judges, the reader of the question, scoring and CRAG, the store's
+reads, writes and claims, and "other"), each part's time without the parts inside it; `encode_calls` counts the model's
 calls. `ratio_cpu_model_only` is the bound over the model alone encoding, in one call, every
 text the assessment encoded: the most the CPU ratio could be were everything else free.
 The bound encodes all `--runs` records in one call, and a call costs less a text the more texts
@@ -156,6 +156,7 @@ PARTS = (
     ("services.intake.batch", "stage_hits", "scoring_crag"),
     ("services.intake.batch", "record_judges", "judges"),  # what the judges will embed, recorded
     ("services.intake.batch", "judge_staged", "judges"),  # the judges for real, and the blend
+    ("services.intake.batch", "_read_ahead", "reader"),  # the reader of the question, the batch's answers at once
     ("services.intake.assess", "store_runs", "db_write"),  # the batch's runs and intake rows
     ("services.intake.assess", "_store", "db_write"),  # a record stored alone
     ("services.intake.assess", "next_queued", "db_claim"),

@@ -82,6 +82,27 @@ def test_the_shipped_reader_reads_which_of_two_places_the_question_asks_for() ->
     assert head_office[0] > head_office[1] and plant[1] > plant[0]
 
 
+def test_a_batch_read_shortest_first_gives_each_pair_its_own_logit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading sorts the pairs by length and keeps only the latest few: each logit still goes back
+    to its own pair, even in a call asking for more pairs than the reader keeps."""
+    read = reader.shipped_reader(MODEL)
+    assert read is not None
+    questions = ["Who founded Kestrel Robotics?", "Where was Kestrel Robotics founded, and what did it make first?",
+                 "When?", "What does the company build today for food plants and bakeries?"]
+    phrases = [phrase_in(PASSAGE, [w]) for w in ("Mika Laine", "Tampere", "1998", "palletizing", "welding")]
+    pairs = [(q, p) for q in questions for p in phrases if p is not None]
+    alone = []
+    for pair in pairs:
+        read._read.clear()
+        alone.append(read.read([pair])[0])
+    read._read.clear()
+    monkeypatch.setattr(reader, "_CACHE_SIZE", 3)
+    together = read.read(pairs[::-1])[::-1]
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+    assert len(set(np.round(alone, 3))) > len(pairs) // 2  # the pairs read differently: a mix-up would show
+    assert len(read._read) == 3
+
+
 def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch: pytest.MonkeyPatch) -> None:
     embed = cached_embedder(MODEL)
     question = "Who founded Kestrel Robotics?"
