@@ -77,20 +77,31 @@ def main() -> None:
     # ...on the score skipping review reads (the reader of the question heard only against the answer)
     gated = [acceptance_score(r.features, s, adds_nothing=r.adds_nothing, model=draft) if grounded(r.features) else 0.0
              for s, r in zip(scores, readings)]
-    if args.precision_on == "pooled":
-        accept_at = lowest_threshold(gated, labels, args.precision, args.min_accepted)
-    else:  # the precision must hold on each corpus: the highest of their thresholds
-        accept_at = max(lowest_threshold([g for g, c in zip(gated, cases) if c.corpus == corpus],
-                                         [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision,
-                                         args.min_accepted)
-                        for corpus in corpora)
+
+    def threshold(scores: list[float]) -> float:
+        if args.precision_on == "pooled":
+            return lowest_threshold(scores, labels, args.precision, args.min_accepted)
+        # the precision must hold on each corpus: the highest of their thresholds
+        return max(lowest_threshold([g for g, c in zip(scores, cases) if c.corpus == corpus],
+                                    [y for y, c in zip(labels, cases) if c.corpus == corpus], args.precision,
+                                    args.min_accepted)
+                   for corpus in corpora)
+
+    accept_at = threshold(gated)
+    # With JUDGE_READER off the fit without the reader judges alone: its own threshold, fitted the same way.
+    unread_at = None
+    if draft.without_reader is not None:
+        unread = [0.0 if r.abstains or not grounded(r.features) else
+                  decide(r.features, adds_nothing=r.adds_nothing, model=draft.without_reader, reply_agrees=r.reply_agrees)[0]
+                  for r in readings]
+        unread_at = threshold(unread)
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
     model = fit(rows, fitted_labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
-                trained_on=trained_on, regularization=args.regularization)
+                trained_on=trained_on, regularization=args.regularization, accept_without_reader_at=unread_at)
     args.out.write_text(json.dumps(model.to_dict(), indent=2) + "\n", encoding="utf-8")
     log(f"wrote {args.out}")
     emit({"version": model.version, "coefficients": dict(model.coefficients), "intercept": model.intercept,
-          "accept_at": accept_at, "train_auroc": rounded(roc_auc_score(labels, scores)),
+          "accept_at": accept_at, "accept_without_reader_at": unread_at, "train_auroc": rounded(roc_auc_score(labels, scores)),
           "train_cases": len(cases), "train_right": sum(labels), "machine": machine(), "date": today()})
 
 

@@ -85,8 +85,11 @@ def judge_answer(question: str, answer: str, contexts: Sequence[str], *, embed: 
                        reading.expected.kind, reading.features, model.version)
     p, label = decide(reading.features, adds_nothing=reading.adds_nothing, model=model,
                       reply_agrees=reading.reply_agrees)
-    held = acceptance_score(reading.features, p, adds_nothing=reading.adds_nothing, model=model)
-    without_reader = held if label == UNCERTAIN and held < model.accept_at <= p else None
+    # P reached the threshold and the answer was held all the same: by the fit without the reader?
+    without_reader = None
+    if label == UNCERTAIN and p >= model.accept_at:
+        held = acceptance_score(reading.features, p, adds_nothing=reading.adds_nothing, model=model)
+        without_reader = held if held < model.accept_at else None
     return Verdict(round(p, 4), label, _reason(reading, label, p, without_reader), label == SUPPORTED, claims,
                    reading.expected.kind, reading.features, model.version)
 

@@ -114,11 +114,14 @@ def shipped_model() -> JudgeModel:
 
 
 def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: str, accept_at: float,
-        trained_on: Mapping[str, Any], regularization: float = 1.0) -> JudgeModel:
+        trained_on: Mapping[str, Any], regularization: float = 1.0, without_reader: bool = True,
+        accept_without_reader_at: float | None = None) -> JudgeModel:
     """Logistic regressions over FEATURES (L2, `regularization` as sklearn's C) whose weights keep
     the signs SIGNS gives: one pooled over every answer, and one per form (answer_form) that has
     at least MIN_FORM_ANSWERS answers, MIN_FORM_PER_CLASS of each label; a signal that never
-    varies in the rows fitted keeps its prior weight (PRIOR_WEIGHTS, else 0)."""
+    varies in the rows fitted keeps its prior weight (PRIOR_WEIGHTS, else 0). Where rows carry the
+    reader's signal and `without_reader`, the same fit without it beside them, judging alone (with
+    JUDGE_READER off) at `accept_without_reader_at` (default `accept_at`)."""
     if len(set(labels)) < 2:
         raise InputError("fitting the judge needs both right and wrong answers")
     pooled = _fit_weights(rows, labels, regularization)
@@ -133,9 +136,10 @@ def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: 
     # Fitted again without the reader where rows carry it: P as the judge read answers before it came,
     # which an answer the reader speaks for must reach too to skip review.
     unread = None
-    if any(row.get("reader") for row in rows):
+    if without_reader and any(row.get("reader") for row in rows):
         unread = fit([{k: v for k, v in row.items() if k != "reader"} for row in rows], labels,
-                     version=f"{version}/without-reader", accept_at=accept_at, trained_on={}, regularization=regularization)
+                     version=f"{version}/without-reader", trained_on={}, regularization=regularization,
+                     accept_at=accept_at if accept_without_reader_at is None else accept_without_reader_at)
     return JudgeModel(version, pooled.coefficients, pooled.intercept, accept_at,
                       {**trained_on, "answers": len(labels), "right": int(sum(labels)), "answers_by_form": counts},
                       by_form, unread)

@@ -107,7 +107,7 @@ def _held_out_aurocs(features: list[dict[str, float]], labels: list[int], curren
     refit_scores = [0.0] * len(labels)
     for train, test in StratifiedKFold(_FOLDS, shuffle=True, random_state=0).split(features, labels):
         fold = fit([features[i] for i in train], [labels[i] for i in train], version="fold",
-                   accept_at=current.accept_at, trained_on={})
+                   accept_at=current.accept_at, trained_on={}, without_reader=False)  # a fold is only ranked
         for i in test:
             refit_scores[i] = fold.probability(features[i])
     current_scores = [current.probability(f) for f in features]
