@@ -122,11 +122,14 @@ class LowRank:
         return bert
 
 
+CONTEXT_TOKENS: int | None = None  # of the sentence on each side of the phrase (--context-tokens); None: all that fit
+
+
 def logits(bert, head, tokenizer, batch: list[tuple]):  # type: ignore[no-untyped-def]
     """One logit per (question, phrase) of `batch`."""
     from services.judging.reader import model_inputs
 
-    return head(bert(**model_inputs(tokenizer, batch)).last_hidden_state[:, 0]).squeeze(-1)
+    return head(bert(**model_inputs(tokenizer, batch, CONTEXT_TOKENS)).last_hidden_state[:, 0]).squeeze(-1)
 
 
 def ordered(bert, head, tokenizer, picked: list[Group]) -> float | None:  # type: ignore[no-untyped-def]
@@ -165,6 +168,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=4e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--context-tokens", type=int, default=None,
+                        help="read at most N of the sentence's tokens on each side of the phrase (default: all that fit)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -176,6 +181,8 @@ def main() -> None:
     from services.judging import reader
     from services.retrieval.embedding import load_model, tokenizer_copy
 
+    global CONTEXT_TOKENS
+    CONTEXT_TOKENS = args.context_tokens
     started = time.perf_counter()
     torch.manual_seed(args.seed)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -222,6 +229,7 @@ def main() -> None:
     weights |= {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
     version = f"reader-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     meta = {"version": version, "model": reader.MODEL, "rank": reader.RANK, "scale": reader.SCALE,
+            "context_tokens": args.context_tokens,
             "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","),
             "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "machine": machine(),
             "fit_s": round(time.perf_counter() - started)}

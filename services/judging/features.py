@@ -29,7 +29,7 @@ from services.judging.answer_type import (
 from services.judging.claims import answer_claims, is_abstention, is_concise, what_is_said
 from services.judging.context_sentences import ContextSentence, context_sentences
 from services.judging.evidence import ClaimEvidence, asked_weights, locality, read_claim
-from services.judging.forms import FORM_SIGNALS, answer_form, form_signals
+from services.judging.forms import FORM_SIGNALS, PHRASE_WORDS, answer_form, form_signals
 from services.judging.nli import Entail
 from services.judging.polarity import Polarity, read_polarity, statement
 from services.judging.reader import Phrase, phrase_in, shipped_reader
@@ -161,11 +161,14 @@ READER_SPAN = 2.0
 def reader_input(question: str, words: Words, features: Mapping[str, float]) -> tuple[str, Phrase] | None:
     """What the reader reads of an answer whose words read `words` and `features`: None for a
     passage's sentence, a bare yes or no (read as its question's statement, which asks the reader
-    nothing) and an answer whose additions its evidence does not hold."""
+    nothing), an answer whose additions its evidence does not hold, and one whose additions span
+    more words there than a phrase has (a passage's sentence restating the question)."""
     if words.bare_reply is not None or answer_form(features) not in READER_FORMS:
         return None
     phrase = reader_phrase(words)
-    return (question, phrase) if phrase is not None else None
+    if phrase is None or len(phrase.phrase.split()) > PHRASE_WORDS:
+        return None
+    return question, phrase
 
 
 def reader_inputs(question: str, answer: str, contexts: Sequence[str]) -> tuple[str, Phrase] | None:

@@ -8,7 +8,8 @@ through it as one input, the phrase marked in the sentence,
 
     [CLS] question [SEP] before [unused1] phrase [unused2] after [SEP]
 
-and a linear head on [CLS] gives a logit, higher the better the phrase answers (standardized:
+(`before` and `after` at most the `context_tokens` nearest the phrase that the weights were fitted
+with: 8 a side read as well as the whole sentence and costs a third less), and a linear head on [CLS] gives a logit, higher the better the phrase answers (standardized:
 mean 0 and deviation 1 over the phrases it was fitted on). Its low-rank
 updates of every layer and the head were fitted by `bench/fit_reader.py` on groups drawn from the
 train half of the development set (a question's gold phrase against phrases of the same passage,
@@ -83,8 +84,10 @@ def phrase_in(sentence: str, words: Sequence[str]) -> Phrase | None:
     return Phrase(sentence[:best[0]], sentence[best[0]:best[1]], sentence[best[1]:])
 
 
-def input_ids(tokenizer: Any, question: str, phrase: Phrase) -> tuple[list[int], list[int]]:
-    """The model's input for (question, phrase): token ids and token types (0 question, 1 sentence)."""
+def input_ids(tokenizer: Any, question: str, phrase: Phrase,
+              context_tokens: int | None = None) -> tuple[list[int], list[int]]:
+    """The model's input for (question, phrase): token ids and token types (0 question, 1 sentence);
+    at most `context_tokens` of the sentence's on each side of the phrase where given."""
     def ids(text: str) -> list[int]:
         return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) if text.strip() else []
 
@@ -92,6 +95,8 @@ def input_ids(tokenizer: Any, question: str, phrase: Phrase) -> tuple[list[int],
     open_, close = tokenizer.convert_tokens_to_ids(list(MARKS))
     asked = ids(question)[:QUESTION_TOKENS]
     before, inside, after = ids(phrase.before), ids(phrase.phrase), ids(phrase.after)
+    if context_tokens is not None:
+        before, after = before[len(before) - min(len(before), context_tokens):], after[:context_tokens]
     room = MAX_TOKENS - len(asked) - 5
     inside = inside[:room]
     room -= len(inside)
@@ -102,9 +107,9 @@ def input_ids(tokenizer: Any, question: str, phrase: Phrase) -> tuple[list[int],
     return first + second, [0] * len(first) + [1] * len(second)
 
 
-def model_inputs(tokenizer: Any, pairs: Sequence[tuple[str, Phrase]]) -> dict[str, Any]:
+def model_inputs(tokenizer: Any, pairs: Sequence[tuple[str, Phrase]], context_tokens: int | None = None) -> dict[str, Any]:
     """The padded tensors of a batch of (question, phrase): input_ids, token_type_ids, attention_mask."""
-    return padded([input_ids(tokenizer, question, phrase) for question, phrase in pairs])
+    return padded([input_ids(tokenizer, question, phrase, context_tokens) for question, phrase in pairs])
 
 
 def padded(inputs: Sequence[tuple[list[int], list[int]]]) -> dict[str, Any]:
@@ -133,7 +138,7 @@ class PhraseReader:
     """(question, phrases) -> logits: the packaged model with the fitted updates merged into its
     weights (a copy: the embedder's own model is untouched), and the head."""
 
-    def __init__(self, model_name: str, weights: Mapping[str, Any]) -> None:
+    def __init__(self, model_name: str, weights: Mapping[str, Any], context_tokens: int | None = None) -> None:
         import torch
 
         self._torch = torch
@@ -144,6 +149,7 @@ class PhraseReader:
                 if f"{name}.down" in weights:
                     module.weight += SCALE * weights[f"{name}.up"] @ weights[f"{name}.down"]
         self._head_weight, self._head_bias = weights["head.weight"], weights["head.bias"]
+        self._context_tokens = context_tokens
         self._tokenizer, self._tokenizer_lock = tokenizer_copy(model_name)
         self._read: OrderedDict[tuple[str, Phrase], float] = OrderedDict()
         self._lock = threading.Lock()
@@ -157,7 +163,7 @@ class PhraseReader:
         with self._lock:
             missing = list(dict.fromkeys(p for p in pairs if p not in self._read))
             with self._tokenizer_lock:
-                inputs = [input_ids(self._tokenizer, question, phrase) for question, phrase in missing]
+                inputs = [input_ids(self._tokenizer, question, phrase, self._context_tokens) for question, phrase in missing]
             shortest_first = sorted(range(len(missing)), key=lambda i: len(inputs[i][0]))
             for start in range(0, len(missing), _BATCH):
                 batch = shortest_first[start:start + _BATCH]
@@ -196,4 +202,4 @@ def shipped_reader(model_name: str) -> PhraseReader | None:
 
     if model_name.split("/")[-1] != MODEL or not get_settings().judge_reader or not WEIGHTS.exists():
         return None
-    return PhraseReader(model_name, stored_weights())
+    return PhraseReader(model_name, stored_weights(), reader_meta().get("context_tokens"))

@@ -11,6 +11,7 @@ import pytest
 
 from services.judging import reader
 from services.judging.features import read_answer
+from services.judging.forms import answer_form
 from services.judging.reader import MARKS, MAX_TOKENS, QUESTION_TOKENS, Phrase, PhraseReader, input_ids, phrase_in
 from services.judging.vectors import cached_embedder
 from services.retrieval.embedding import load_model, tokenizer_copy
@@ -45,6 +46,13 @@ def test_the_input_marks_the_phrase_and_keeps_the_words_next_to_it_within_the_mo
     assert tokens[opening - 1] == "near" and tokens[closing + 1] == "next"
     assert tokenizer.convert_tokens_to_string(tokens[opening + 1:closing]) == "mika laine"
     assert types == [0] * (QUESTION_TOKENS + 2) + [1] * (MAX_TOKENS - QUESTION_TOKENS - 2)
+    # The shipped reader reads a window of the sentence: as many tokens on each side as it was fitted with.
+    ids, types = input_ids(tokenizer, "Who founded it?", Phrase(before + "near ", "Mika Laine", " next" + after), 3)
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert tokens[:9] == ["[CLS]", "who", "founded", "it", "?", "[SEP]", "word", "word", "near"]
+    assert tokens[tokens.index(MARKS[1]):] == [MARKS[1], "next", "tail", "tail", "[SEP]"]
+    assert tokenizer.convert_tokens_to_string(tokens[10:tokens.index(MARKS[1])]) == "mika laine"
+    assert types == [0] * 6 + [1] * (len(ids) - 6)
 
 
 def test_merged_updates_read_as_the_low_rank_model_they_were_fitted_as() -> None:
@@ -113,6 +121,14 @@ def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch
     assert restated.features["reader"] != 0.0
     sentence = read_answer(question, PASSAGE.split(". ")[1], [PASSAGE], embed=embed)
     assert sentence.features["reader"] == 0.0  # a passage's sentence picks no phrase
+    # ...nor does one restating its question, whose additions span more words than a phrase has.
+    safety = "The arm's safety controller stops every axis within 40 ms when the light curtain at the loading station is broken."
+    asked = "What does the safety controller do when the light curtain is broken?"
+    long_restatement = read_answer(asked, safety, [safety], embed=embed)
+    assert answer_form(long_restatement.features) == "restated" and long_restatement.features["reader"] == 0.0
+    short_restatement = read_answer(asked, "The safety controller stops every axis when the light curtain is broken.",
+                                    [safety], embed=embed)
+    assert answer_form(short_restatement.features) == "restated" and short_restatement.features["reader"] != 0.0
     # Without an embedder the judge has no model to read with, and a setting turns it off.
     assert read_answer(question, "Mika Laine", [PASSAGE], embed=None).features["reader"] == 0.0
     monkeypatch.setenv("JUDGE_READER", "false")
