@@ -8,10 +8,11 @@ through it as one input, the phrase marked in the sentence,
 
     [CLS] question [SEP] before [unused1] phrase [unused2] after [SEP]
 
-(`before` and `after` at most the `context_tokens` nearest the phrase that the weights were fitted
-with: 8 a side read as well as the whole sentence and costs a third less), and a linear head on [CLS] gives a logit, higher the better the phrase answers (standardized:
-mean 0 and deviation 1 over the phrases it was fitted on). Its low-rank
-updates of every layer and the head were fitted by `bench/fit_reader.py` on groups drawn from the
+(`before` and `after` at most the `context_tokens` of the sentence nearest the phrase that the
+weights were fitted with: 8 a side ordered the test half's phrases as well as the whole sentence on
+average, at a third fewer tokens; docs/judge-history.md), and a linear head on [CLS] gives a logit,
+higher the better the phrase answers (standardized: mean 0 and deviation 1 over the phrases it was
+fitted on). Its low-rank updates of every layer and the head were fitted by `bench/fit_reader.py` on groups drawn from the
 train half of the development set (a question's gold phrase against phrases of the same passage,
 a "which A or B" against its other option), on all four corpora; they ship in
 `reader_model.safetensors` (1.3 MB) with their version in `reader_model.json`, and are merged into
