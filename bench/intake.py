@@ -26,9 +26,10 @@ between runs.
 
 Where the time goes: `cpu_ms_per_run` splits the drain's CPU time by the function spending it
 (PARTS: the model, the judges, the reader of the question, scoring and CRAG, the store's
-reads, writes and claims, and "other"), each part's time without the parts inside it; `encode_calls` counts the model's
-calls. `ratio_cpu_model_only` is the bound over the model alone encoding, in one call, every
-text the assessment encoded: the most the CPU ratio could be were everything else free.
+reads, writes and claims, and "other"), each part's time without the parts inside it;
+`encode_calls` counts the model's calls. `ratio_cpu_model_only` is the bound over the model
+alone encoding, in one call, every text the assessment encoded: the most the CPU ratio could be
+were everything else free.
 The bound encodes all `--runs` records in one call, and a call costs less a text the more texts
 it holds: an assessment in batches smaller than `--runs` pays that difference too.
 `--torch-threads 1` makes the CPU figures hold on a loaded machine (two threads spin while
