@@ -54,7 +54,7 @@ def main() -> None:
     from bench._judge_readings import read_cases
     from bench.judge_set import build_cases
     from services.judging.judge import acceptance_score, decide
-    from services.judging.model import PRIOR_WEIGHTS, fit
+    from services.judging.model import PRIOR_WEIGHTS, JudgeModel, fit
     from services.judging.verdict import grounded
     from services.settings import get_settings
 
@@ -71,12 +71,16 @@ def main() -> None:
                   "builder": "bench/judge_set.py", "fitted": today(), "precision_on": args.precision_on,
                   "not_fitted": {name: f"prior weight {w}: no such model is reachable here" for name, w in PRIOR_WEIGHTS.items()}}
     draft = fit(rows, fitted_labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
-    # As the judge decides: its caps applied, and only a grounded, non-abstaining answer accepted.
-    scores = [0.0 if r.abstains else decide(r.features, adds_nothing=r.adds_nothing, model=draft, reply_agrees=r.reply_agrees)[0]
-              for r in readings]
-    # ...on the score skipping review reads (the reader of the question heard only against the answer)
-    gated = [acceptance_score(r.features, s, adds_nothing=r.adds_nothing, model=draft) if grounded(r.features) else 0.0
-             for s, r in zip(scores, readings)]
+
+    def decided(model: JudgeModel) -> list[float]:  # as the judge decides: its caps applied
+        return [0.0 if r.abstains else decide(r.features, adds_nothing=r.adds_nothing, model=model, reply_agrees=r.reply_agrees)[0]
+                for r in readings]
+
+    def gated(model: JudgeModel, scores: list[float]) -> list[float]:
+        """...on the score skipping review reads (the reader of the question heard only against the
+        answer), only a grounded answer accepted."""
+        return [acceptance_score(r.features, s, adds_nothing=r.adds_nothing, model=model) if grounded(r.features) else 0.0
+                for s, r in zip(scores, readings)]
 
     def threshold(scores: list[float]) -> float:
         if args.precision_on == "pooled":
@@ -87,14 +91,11 @@ def main() -> None:
                                     args.min_accepted)
                    for corpus in corpora)
 
-    accept_at = threshold(gated)
+    scores = decided(draft)
+    accept_at = threshold(gated(draft, scores))
     # With JUDGE_READER off the fit without the reader judges alone: its own threshold, fitted the same way.
-    unread_at = None
-    if draft.without_reader is not None:
-        unread = [0.0 if r.abstains or not grounded(r.features) else
-                  decide(r.features, adds_nothing=r.adds_nothing, model=draft.without_reader, reply_agrees=r.reply_agrees)[0]
-                  for r in readings]
-        unread_at = threshold(unread)
+    unread = draft.without_reader
+    unread_at = threshold(gated(unread, decided(unread))) if unread is not None else None
     digest = hashlib.sha256(json.dumps([draft.coefficients, draft.intercept, accept_at], sort_keys=True).encode())
     model = fit(rows, fitted_labels, version=f"judge-{today()}-{digest.hexdigest()[:8]}", accept_at=accept_at,
                 trained_on=trained_on, regularization=args.regularization, accept_without_reader_at=unread_at)

@@ -97,7 +97,7 @@ def input_ids(tokenizer: Any, question: str, phrase: Phrase,
     asked = ids(question)[:QUESTION_TOKENS]
     before, inside, after = ids(phrase.before), ids(phrase.phrase), ids(phrase.after)
     if context_tokens is not None:
-        before, after = before[len(before) - min(len(before), context_tokens):], after[:context_tokens]
+        before, after = before[max(0, len(before) - context_tokens):], after[:context_tokens]
     room = MAX_TOKENS - len(asked) - 5
     inside = inside[:room]
     room -= len(inside)
