@@ -33,6 +33,20 @@ def test_a_phrase_is_the_shortest_span_holding_every_added_word_in_any_case() ->
     assert phrase_in(sentence, []) is None
 
 
+@pytest.mark.parametrize(("sentence", "word"), [
+    ("arm, Arm; arm_id, forearm and ARM.", "arm"),  # an underscore and a longer word are not the word
+    ("a a a", "a a"),  # occurrences overlapping a found one are not counted twice
+    ("Café CAFÉ café-au-lait", "café"),
+    ("İstanbul and istanbul", "istanbul"),  # "İ" lowers to two characters: read as the pattern reads it
+    ("x1 x12 1x x", "x"),
+])
+def test_a_word_is_found_where_the_whole_word_pattern_finds_it(sentence: str, word: str) -> None:
+    import re
+
+    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)", re.IGNORECASE)
+    assert reader._whole_words(sentence, word) == [m.span() for m in pattern.finditer(sentence)]
+
+
 def test_the_input_marks_the_phrase_and_keeps_the_words_next_to_it_within_the_model_length() -> None:
     tokenizer, _ = tokenizer_copy(MODEL)
     long_question = " ".join(["robot"] * 80) + "?"
