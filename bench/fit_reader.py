@@ -122,37 +122,36 @@ class LowRank:
         return bert
 
 
-CONTEXT_TOKENS: int | None = None  # of the sentence on each side of the phrase (--context-tokens); None: all that fit
-
-
-def logits(bert, head, tokenizer, batch: list[tuple]):  # type: ignore[no-untyped-def]
-    """One logit per (question, phrase) of `batch`."""
+def logits(bert, head, tokenizer, batch: list[tuple], context_tokens: int | None = None):  # type: ignore[no-untyped-def]
+    """One logit per (question, phrase) of `batch`, reading at most `context_tokens` of the sentence
+    on each side of the phrase (None: all that fit)."""
     from services.judging.reader import model_inputs
 
-    return head(bert(**model_inputs(tokenizer, batch, CONTEXT_TOKENS)).last_hidden_state[:, 0]).squeeze(-1)
+    return head(bert(**model_inputs(tokenizer, batch, context_tokens)).last_hidden_state[:, 0]).squeeze(-1)
 
 
-def ordered(bert, head, tokenizer, picked: list[Group]) -> float | None:  # type: ignore[no-untyped-def]
+def ordered(bert, head, tokenizer, picked: list[Group], context_tokens: int | None) -> float | None:  # type: ignore[no-untyped-def]
     """The share of (gold, other) pairs of `picked` whose gold is read higher."""
     import torch
 
     pairs = wins = 0
     with torch.inference_mode():
         for g in picked:
-            read = logits(bert, head, tokenizer, [(g.question, p) for p in g.phrases]).tolist()
+            read = logits(bert, head, tokenizer, [(g.question, p) for p in g.phrases], context_tokens).tolist()
             pairs += len(read) - 1
             wins += sum(read[0] > r for r in read[1:])
     return wins / pairs if pairs else None
 
 
-def standardize(bert, head, tokenizer, train: list[Group]) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def standardize(bert, head, tokenizer, train: list[Group], context_tokens: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Shift and scale the head so that the train groups' logits have mean 0 and deviation 1: the
     groups' softmax fixes only differences, so the level a fit ends at is arbitrary, and the
     judge's signal (services.judging.features) reads the logit on this scale."""
     import torch
 
     with torch.inference_mode():
-        read = torch.cat([logits(bert, head, tokenizer, [(g.question, p) for g in train[i:i + 16] for p in g.phrases])
+        read = torch.cat([logits(bert, head, tokenizer, [(g.question, p) for g in train[i:i + 16] for p in g.phrases],
+                                 context_tokens)
                           for i in range(0, len(train), 16)])
     mean, std = float(read.mean()), float(read.std())
     with torch.no_grad():
@@ -181,8 +180,6 @@ def main() -> None:
     from services.judging import reader
     from services.retrieval.embedding import load_model, tokenizer_copy
 
-    global CONTEXT_TOKENS
-    CONTEXT_TOKENS = args.context_tokens
     started = time.perf_counter()
     torch.manual_seed(args.seed)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -204,7 +201,7 @@ def main() -> None:
         shuffled = order.sample(train, len(train))
         for i in range(0, len(shuffled), GROUPS_A_STEP):
             step = shuffled[i:i + GROUPS_A_STEP]
-            read = logits(bert, head, tokenizer, [(g.question, p) for g in step for p in g.phrases])
+            read = logits(bert, head, tokenizer, [(g.question, p) for g in step for p in g.phrases], args.context_tokens)
             loss, at, weight = read.new_zeros(()), 0, 0.0
             for g in step:
                 w = 1.0 if g.corpus == "squad" else SMALL_WEIGHT
@@ -218,12 +215,12 @@ def main() -> None:
                 log(f"epoch {epoch + 1} step {i // GROUPS_A_STEP}/{steps // args.epochs} loss {float(loss.detach()) / weight:.3f}")
         log(f"epoch {epoch + 1}: {time.perf_counter() - started:.0f} s")
     bert.eval()
-    standardized = standardize(bert, head, tokenizer, train)
+    standardized = standardize(bert, head, tokenizer, train, args.context_tokens)
 
     by = defaultdict(list)
     for g in test:
         by[(g.corpus, g.kind)].append(g)
-    result = {f"{corpus}/{kind}": rounded(ordered(bert, head, tokenizer, picked))
+    result = {f"{corpus}/{kind}": rounded(ordered(bert, head, tokenizer, picked, args.context_tokens))
               for (corpus, kind), picked in sorted(by.items())}
     weights = {name: p.detach().half().contiguous() for name, p in bert.named_parameters() if p.requires_grad}
     weights |= {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
