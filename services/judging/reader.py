@@ -87,7 +87,8 @@ def phrase_in(sentence: str, words: Sequence[str]) -> Phrase | None:
 def _whole_words(sentence: str, word: str) -> list[tuple[int, int]]:
     """Where `word` (lower case) stands in `sentence` as a whole word, any case: what
     `(?<!\\w)word(?!\\w)` with IGNORECASE finds, without compiling a pattern for every word of
-    every answer (a batch's distinct words overflow `re`'s cache of 512: 0.9 ms of CPU a record)."""
+    every answer (a batch's distinct words overflow `re`'s cache of 512: compiling took 0.36 s of a
+    400-record intake drain's 11.6 s under cProfile)."""
     lowered = sentence.lower()
     if len(lowered) != len(sentence):  # a letter whose lower case is longer: offsets would drift
         return [m.span() for m in re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", sentence, re.IGNORECASE)]
