@@ -22,7 +22,8 @@ from bench.judge_set import JudgeCase
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / "bench" / ".cache"
-_SOURCES = (ROOT / "services" / "judging", ROOT / "bench" / "judge_set.py", ROOT / "bench" / "_judge_text.py",
+_SOURCES = (ROOT / "services" / "judging", ROOT / "services" / "retrieval" / "embedding.py",
+            ROOT / "bench" / "judge_set.py", ROOT / "bench" / "_judge_text.py",
             ROOT / "bench" / "_judge_sources.py", ROOT / "bench" / "_judge_balance.py", ROOT / "bench" / "_judge_replies.py")
 
 
