@@ -104,7 +104,7 @@ def _direct_pass(name: str, texts: Sequence[str], *, with_spans: bool,
     sentence-transformers sorts a call's texts by characters and pads each batch of 64 to its
     longest text: the intake bench's 975 short texts (21,510 tokens) ran as 35,644 token slots, and
     its per-call preparation weighs on small batches. Sorted by tokens, in slices of 16, the
-    judges' model time fell from 30.4 to 19.6 ms a short record (bench/intake.py, 2026-12-07).
+    judges' model CPU fell from about 30 to about 20 ms a short record (bench/intake.py, 2026-12-07).
     The vectors are those of `SentenceTransformer.encode` to float noise (tests/services/
     test_embedding.py), since padding is masked out of attention and out of the mean.
     """
@@ -129,8 +129,9 @@ def _direct_pass(name: str, texts: Sequence[str], *, with_spans: bool,
             batch[row, :len(ids[i])] = torch.tensor(ids[i])
             mask[row, :len(ids[i])] = 1
         with torch.inference_mode():
-            hidden = transformer(input_ids=batch, attention_mask=mask,
-                                 token_type_ids=torch.zeros_like(batch)).last_hidden_state
+            # one segment; a model without segments (RoBERTa, MPNet) gets none, as its tokenizer gives none
+            segments = {"token_type_ids": torch.zeros_like(batch)} if "token_type_ids" in encoded else {}
+            hidden = transformer(input_ids=batch, attention_mask=mask, **segments).last_hidden_state
             means = (hidden * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp(min=1e-9)
             vectors = torch.nn.functional.normalize(means, p=2, dim=1).numpy()
         for row, i in enumerate(rows):
