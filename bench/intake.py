@@ -253,7 +253,7 @@ def _tokens(texts: list[str], settings: Any) -> int:
 
     model = load_model(settings.embedding_model)
     limit = model.max_seq_length  # what the model reads of a longer text
-    return sum(min(len(ids), limit) for ids in model.tokenizer(texts)["input_ids"])
+    return sum(min(len(ids), limit) for ids in model.tokenizer(texts, verbose=False)["input_ids"])
 
 
 def measure_shape(shape: str, n: int, *, batch: int, settings: Any, seed: int, profile_dir: Path | None) -> dict[str, Any]:
