@@ -38,6 +38,7 @@ from bench._common import emit, log, machine, rounded  # noqa: E402
 SMALL_WEIGHT = 4.0  # python-reference, numpy-api, the handbook: each has a tenth of SQuAD's questions
 DRAWS, MAX_OTHERS = 8, 5
 GROUPS_A_STEP = 4
+BENCH_PER_CORPUS, BENCH_SEED = 300, 0  # bench/judge.py's defaults: --undrawn keeps its questions out
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,13 @@ class Group:
     phrases: tuple  # services.judging.reader.Phrase, the gold first
 
 
-def groups(corpora: list[str]) -> list[Group]:
+def groups(corpora: list[str], undrawn: bool = False) -> list[Group]:
+    """Each corpus's groups, split as bench/judge_set.py splits its questions; with `undrawn`, the
+    test half's questions that bench/judge.py never draws (at its defaults) are trained on as well
+    (SQuAD's: the other corpora's questions are all drawn)."""
     from bench._judge_sources import load, passage
     from bench._judge_text import question_options, value_type, with_options
-    from bench.judge_set import _same_passage, test_half
+    from bench.judge_set import _same_passage, drawn, test_half
     from services.judging.features import read_words, reader_phrase
 
     def read(question: str, phrase: str, text: str):  # type: ignore[no-untyped-def]
@@ -62,8 +66,9 @@ def groups(corpora: list[str]) -> list[Group]:
     for name in corpora:
         corpus, started = load(name), time.perf_counter()
         test = test_half(corpus)
+        benched = {q.qid for q in drawn(corpus, BENCH_PER_CORPUS, BENCH_SEED)} if undrawn else None
         for q in sorted(corpus.questions, key=lambda q: q.qid):
-            split = "test" if q.qid in test else "train"
+            split = "train" if q.qid not in test or (benched is not None and q.qid not in benched) else "test"
             text, start, end = passage(corpus.docs[q.doc], q.start, q.end)
             vtype = value_type(q.answer)
             others = list(dict.fromkeys(o for k in range(DRAWS)
@@ -167,6 +172,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=4e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--undrawn", action="store_true",
+                        help="also train on the test half's questions bench/judge.py never draws (SQuAD's)")
     parser.add_argument("--context-tokens", type=int, default=None,
                         help="read at most N of the sentence's tokens on each side of the phrase (default: all that fit)")
     args = parser.parse_args()
@@ -183,7 +190,7 @@ def main() -> None:
     started = time.perf_counter()
     torch.manual_seed(args.seed)
     torch.set_num_threads(os.cpu_count() or 1)
-    built = groups(args.corpora.split(","))
+    built = groups(args.corpora.split(","), args.undrawn)
     train = [g for g in built if g.split == "train"]
     test = [g for g in built if g.split == "test"]
     log(f"{len(train)} train groups, {len(test)} test groups in {time.perf_counter() - started:.0f} s")
@@ -226,7 +233,7 @@ def main() -> None:
     weights |= {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
     version = f"reader-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     meta = {"version": version, "model": reader.MODEL, "rank": reader.RANK, "scale": reader.SCALE,
-            "context_tokens": args.context_tokens,
+            "context_tokens": args.context_tokens, "undrawn": args.undrawn,
             "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","),
             "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "machine": machine(),
             "fit_s": round(time.perf_counter() - started)}

@@ -93,14 +93,19 @@ def test_half(corpus: Corpus) -> frozenset[str]:
     return frozenset(q.qid for q in ranked[:len(ranked) // 2])
 
 
+def drawn(corpus: Corpus, per_corpus: int, seed: int) -> list[Question]:
+    """The questions build_cases draws from `corpus` for these arguments."""
+    pool = sorted(corpus.questions, key=lambda q: q.qid)
+    return random.Random(f"{seed}/{corpus.name}").sample(pool, min(per_corpus, len(pool)))
+
+
 def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = 300, seed: int = 0) -> list[JudgeCase]:
     """Up to `per_corpus` questions a corpus, drawn with `seed`, and their cases, balanced so
     that each style holds as many right answers as wrong ones."""
     cases: list[JudgeCase] = []
     for name in corpora:
         corpus = load(name)
-        pool = sorted(corpus.questions, key=lambda q: q.qid)
-        picked = random.Random(f"{seed}/{name}").sample(pool, min(per_corpus, len(pool)))
+        picked = drawn(corpus, per_corpus, seed)
         test = test_half(corpus)
         built = [case for q in picked
                  for case in _cases(corpus, q, "test" if q.qid in test else "train", random.Random(f"{seed}/{name}/{q.qid}"))]
