@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, log, machine, rounded, today  # noqa: E402
+from bench.judge_set import PER_CORPUS, SEED  # noqa: E402
 
 # Below this many accepted answers one wrong answer moves the precision by more than the target's
 # margin: with the 2026-12-01 refit the first wrong answer of the train half came 59th (P 0.9815)
@@ -36,8 +37,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "services" / "judging" / 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
-    parser.add_argument("--per-corpus", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-corpus", type=int, default=PER_CORPUS)
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--precision", type=float, default=0.99)
     parser.add_argument("--precision-on", choices=("pooled", "every"), default="pooled",
                         help="hold --precision on the pooled train half, or on every corpus's")

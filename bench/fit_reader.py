@@ -38,7 +38,6 @@ from bench._common import emit, log, machine, rounded  # noqa: E402
 SMALL_WEIGHT = 4.0  # python-reference, numpy-api, the handbook: each has a tenth of SQuAD's questions
 DRAWS, MAX_OTHERS = 8, 5
 GROUPS_A_STEP = 4
-BENCH_PER_CORPUS, BENCH_SEED = 300, 0  # bench/judge.py's defaults: --undrawn keeps its questions out
 
 
 @dataclass(frozen=True)
@@ -65,10 +64,11 @@ def groups(corpora: list[str], undrawn: bool = False) -> list[Group]:
     out = []
     for name in corpora:
         corpus, started = load(name), time.perf_counter()
-        test = test_half(corpus)
-        benched = {q.qid for q in drawn(corpus, BENCH_PER_CORPUS, BENCH_SEED)} if undrawn else None
+        held_out = test_half(corpus)
+        if undrawn:
+            held_out &= {q.qid for q in drawn(corpus)}
         for q in sorted(corpus.questions, key=lambda q: q.qid):
-            split = "train" if q.qid not in test or (benched is not None and q.qid not in benched) else "test"
+            split = "test" if q.qid in held_out else "train"
             text, start, end = passage(corpus.docs[q.doc], q.start, q.end)
             vtype = value_type(q.answer)
             others = list(dict.fromkeys(o for k in range(DRAWS)

@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, log, machine, rounded, today  # noqa: E402
-from bench.judge_set import COMPARISONS, KINDS, JudgeCase, build_cases  # noqa: E402
+from bench.judge_set import COMPARISONS, KINDS, PER_CORPUS, SEED, JudgeCase, build_cases  # noqa: E402
 
 Scorer = Callable[[JudgeCase], float]
 SCORERS = ("judge", "legacy", "word_support", "length")
@@ -57,8 +57,8 @@ TARGETS = {"pooled": 0.92, "fabricated_restated": 0.95, "fabricated_concise": 0.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
-    parser.add_argument("--per-corpus", type=int, default=300, help="questions drawn per corpus (both splits)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-corpus", type=int, default=PER_CORPUS, help="questions drawn per corpus (both splits)")
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--split", choices=("test", "train", "all"), default="test")
     parser.add_argument("--scorers", default=",".join(SCORERS), help="comma-separated; empty scores nothing")
     parser.add_argument("--legacy-rev", default=LEGACY_REV,

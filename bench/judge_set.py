@@ -86,6 +86,11 @@ def _stable_hash(corpus: str, question_id: str) -> str:
     return hashlib.sha256(f"{corpus}/{question_id}".encode()).hexdigest()
 
 
+# The draw bench/judge.py and bench/fit_judge.py measure and fit on unless told otherwise;
+# bench/fit_reader.py --undrawn keeps these questions out of what it trains on.
+PER_CORPUS, SEED = 300, 0
+
+
 def test_half(corpus: Corpus) -> frozenset[str]:
     """The question ids of the corpus's test half: the half of its questions whose stable hash
     of corpus and id sorts first (the same whatever sample is drawn; 50/50 exactly)."""
@@ -93,13 +98,13 @@ def test_half(corpus: Corpus) -> frozenset[str]:
     return frozenset(q.qid for q in ranked[:len(ranked) // 2])
 
 
-def drawn(corpus: Corpus, per_corpus: int, seed: int) -> list[Question]:
+def drawn(corpus: Corpus, per_corpus: int = PER_CORPUS, seed: int = SEED) -> list[Question]:
     """The questions build_cases draws from `corpus` for these arguments."""
     pool = sorted(corpus.questions, key=lambda q: q.qid)
     return random.Random(f"{seed}/{corpus.name}").sample(pool, min(per_corpus, len(pool)))
 
 
-def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = 300, seed: int = 0) -> list[JudgeCase]:
+def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORPUS, seed: int = SEED) -> list[JudgeCase]:
     """Up to `per_corpus` questions a corpus, drawn with `seed`, and their cases, balanced so
     that each style holds as many right answers as wrong ones."""
     cases: list[JudgeCase] = []
@@ -429,8 +434,8 @@ def length_auroc(cases: list[JudgeCase]) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default=",".join(CORPORA))
-    parser.add_argument("--per-corpus", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-corpus", type=int, default=PER_CORPUS)
+    parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args()
     cases = build_cases(args.corpora.split(","), args.per_corpus, args.seed)
     for name in args.corpora.split(","):
