@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench._common import emit, log, machine, today  # noqa: E402
 from bench.judge import auroc  # noqa: E402
-from bench.judge_set import JudgeCase, build_cases  # noqa: E402
+from bench.judge_set import PER_CORPUS, JudgeCase, build_cases  # noqa: E402
 
 MOVED = 0.05
 REPLIES = ("right_reply", "wrong_reply")  # bench/judge_set.py's bare yes/no replies
@@ -47,7 +47,7 @@ DRESSINGS: dict[str, Callable[[str], str]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
-    parser.add_argument("--per-corpus", type=int, default=300)
+    parser.add_argument("--per-corpus", type=int, default=PER_CORPUS)
     parser.add_argument("--dressings", default=",".join(DRESSINGS))
     args = parser.parse_args()
 

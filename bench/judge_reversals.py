@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from bench._common import emit, log, machine, today  # noqa: E402
 from bench._judge_text import REVERSALS as SET_REVERSALS  # noqa: E402
 from bench.judge import _word_support, auroc  # noqa: E402
-from bench.judge_set import JudgeCase, build_cases  # noqa: E402
+from bench.judge_set import PER_CORPUS, JudgeCase, build_cases  # noqa: E402
 
 # Direction, order, role and quantity words a wrong answer turns, as pairs read both ways.
 PAIRS = [
@@ -75,7 +75,7 @@ def turned(case: JudgeCase, rng: random.Random) -> JudgeCase | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="squad,python-reference,numpy-api,handbook")
-    parser.add_argument("--per-corpus", type=int, default=300)
+    parser.add_argument("--per-corpus", type=int, default=PER_CORPUS)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
