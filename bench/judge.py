@@ -4,7 +4,7 @@ judge and three baselines side by side.
 
     python bench/judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
                           [--seed 0] [--split test|train|all] [--scorers judge,legacy,word_support,length]
-                          [--dump cases.jsonl]
+                          [--resamples 1000] [--dump cases.jsonl]
 
 Scorers (higher = more likely right): judge (services.judging.judge_answer's P(supported));
 legacy (the offline backend's reflection and grade as they were before services/judging/, at
@@ -16,7 +16,13 @@ questions (judge_set.COMPARISONS); "cross_form" adds the issue's first pairing (
 against a restatement with a fabricated value), which length alone separates. --dump writes every built case (both splits) as JSONL, with
 the scores of those that were scored.
 
-Last stdout line: {"by_corpus": {corpus: {"n", "auroc": {scorer: {"pooled", "by_kind"}}, "judge_auto_accept"}},
+Each AUROC of the judge comes with its 95% interval ("auroc_interval"): a percentile bootstrap
+over whole questions (a question's answers share its passage and wording, so they move together;
+resampling single answers would draw the interval too narrow). A corpus's kind rests on 40-150
+wrong answers, so a cell moves by a few points with the draw; the interval says how many.
+
+Last stdout line: {"by_corpus": {corpus: {"n", "auroc": {scorer: {"pooled", "by_kind"}}, "auroc_interval",
+"judge_auto_accept"}},
 "pooled": {...}, "targets": {...}, ...}.
 """
 
@@ -46,6 +52,9 @@ SCORERS = ("judge", "legacy", "word_support", "length")
 # per-kind figures, never as targets.
 CROSS_FORM = {"fabricated_restated_vs_right_concise": ("fabricated_restated", "right_concise"),
               "same_passage_restated_vs_right_concise": ("same_passage_restated", "right_concise")}
+# Resamples of the judge's 95% intervals: at 1,000 their ends moved by up to 0.02 between five seeds
+# (numpy-api's test half, 2026-12-07: the pooled figure's by 0.003, a kind of 43 wrong answers' by 0.02).
+INTERVAL_RESAMPLES = 1000
 # The issue's targets, on every corpus: AUROC floors (pooled and per kind), the length-only
 # baseline's band, and the precision of what the judge auto-accepts.
 TARGETS = {"pooled": 0.92, "fabricated_restated": 0.95, "fabricated_concise": 0.95, "changed_number": 0.95,
@@ -63,6 +72,8 @@ def main() -> None:
     parser.add_argument("--scorers", default=",".join(SCORERS), help="comma-separated; empty scores nothing")
     parser.add_argument("--legacy-rev", default=LEGACY_REV,
                         help="the revision whose offline backend is the legacy scorer ('current': this tree's)")
+    parser.add_argument("--resamples", type=int, default=INTERVAL_RESAMPLES,
+                        help="bootstrap resamples of questions for the judge's intervals (0: none)")
     parser.add_argument("--dump", type=Path, default=None, help="write the built cases as JSONL")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -109,15 +120,17 @@ def main() -> None:
     for corpus in corpora:
         picked = [i for i, c in enumerate(cases) if c.corpus == corpus]
         by_corpus[corpus] = summarize([cases[i] for i in picked], {n: [v[i] for i in picked] for n, v in scores.items()},
-                                      [accepted[i] for i in picked] if accepted else None)
+                                      [accepted[i] for i in picked] if accepted else None, args.resamples)
     result["by_corpus"] = by_corpus
-    result["pooled"] = summarize(cases, scores, accepted or None)
+    result["pooled"] = summarize(cases, scores, accepted or None, args.resamples)
     result["targets"] = {"thresholds": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGETS.items()},
                          "scorer": "judge",
                          "met": {name: targets_met(summary) for name, summary in [*by_corpus.items(), ("pooled", result["pooled"])]}}
     result = print_rounded(result)
     for corpus, summary in [*result["by_corpus"].items(), ("pooled", result["pooled"])]:
-        log(f"{corpus}: " + "; ".join(f"{n} {a['pooled']}" for n, a in summary["auroc"].items()))
+        span = summary.get("auroc_interval", {}).get("judge", {}).get("pooled")
+        log(f"{corpus}: " + "; ".join(f"{n} {a['pooled']}" + (f" [{span[0]}, {span[1]}]" if n == "judge" and span else "")
+                                      for n, a in summary["auroc"].items()))
     if args.dump is not None:
         dump(args.dump, built, cases, scores)
         log(f"wrote {len(built)} cases to {args.dump}")
@@ -265,6 +278,33 @@ def auroc(labels: list[int], values: list[float]) -> float | None:
     return float(roc_auc_score(labels, values)) if len(set(labels)) == 2 else None
 
 
+def auroc_interval(labels: list[int], values: list[float], questions: list[Any],
+                   resamples: int = INTERVAL_RESAMPLES, seed: int = 0) -> list[float] | None:
+    """The 95% percentile-bootstrap interval of the AUROC, resampling whole questions (`questions`
+    names each answer's); None without both labels or resamples."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    if resamples < 1 or len(set(labels)) < 2:
+        return None
+    by_question: dict[Any, list[int]] = {}
+    for i, q in enumerate(questions):
+        by_question.setdefault(q, []).append(i)
+    groups = list(by_question.values())
+    y, v = np.asarray(labels), np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(resamples):
+        picked = np.concatenate([groups[g] for g in rng.integers(len(groups), size=len(groups))])
+        right = y[picked] == 1
+        n_right = int(right.sum())
+        n_wrong = len(picked) - n_right
+        if n_right and n_wrong:  # Mann-Whitney: ties count a half, as roc_auc_score counts them
+            ranks = rankdata(v[picked])
+            found.append((ranks[right].sum() - n_right * (n_right + 1) / 2) / (n_right * n_wrong))
+    return [float(np.percentile(found, 2.5)), float(np.percentile(found, 97.5))] if found else None
+
+
 def print_rounded(value: Any) -> Any:
     """`value` with every float in it rounded as printed (3 decimals), once the targets are read."""
     if isinstance(value, float):
@@ -288,8 +328,10 @@ def kind_pairs(cases: list[JudgeCase], comparisons: dict[str, str] = COMPARISONS
             for kind, questions in sorted(asked.items())}
 
 
-def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: list[bool] | None) -> dict[str, Any]:
+def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: list[bool] | None,
+              resamples: int = 0) -> dict[str, Any]:
     labels = [c.label for c in cases]
+    questions = [(c.corpus, c.question_id) for c in cases]
     pairs = kind_pairs(cases)
     crossed = {name: kind_pairs(cases, {wrong: right}).get(wrong, []) for name, (wrong, right) in CROSS_FORM.items()}
     summary: dict[str, Any] = {
@@ -302,6 +344,14 @@ def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: 
                                         for name, idx in crossed.items() if idx}}
                   for name, values in scores.items()},
     }
+    if "judge" in scores and resamples:
+        judged = scores["judge"]
+
+        def interval(idx: list[int]) -> list[float] | None:
+            return auroc_interval([labels[i] for i in idx], [judged[i] for i in idx], [questions[i] for i in idx], resamples)
+
+        summary["auroc_interval"] = {"judge": {"pooled": interval(list(range(len(cases)))),
+                                               "by_kind": {kind: interval(idx) for kind, idx in pairs.items()}}}
     if accepted is not None:
         taken = [c for c, a in zip(cases, accepted) if a]
         right, taken_right = sum(labels), sum(c.label for c in taken)
