@@ -1,7 +1,7 @@
 """Fit the judge's reader of the question (services/judging/reader.py) and store its weights.
 
     python bench/fit_reader.py [--corpora squad,python-reference,numpy-api,handbook] [--epochs 2]
-                               [--lr 4e-4] [--seed 0] [--out services/judging/reader_model.safetensors]
+                               [--lr 4e-4] [--seed 0] [--pointwise 0] [--out services/judging/reader_model.safetensors]
 
 Groups are drawn from every answerable question of the train half of each corpus (bench/judge_set.py's
 test_half holds the other half out): the question's gold phrase against up to five other phrases
@@ -13,8 +13,11 @@ linear layer and a head on [CLS], fitted by the cross-entropy of each group's so
 gold first; the small corpora's groups weigh SMALL_WEIGHT times SQuAD's, so that 150 questions of
 API docs are not drowned by 1,450 Wikipedia ones. The set is rebuilt from the repo and ../shared
 on every run, so the weights can be reproduced (torch's seed is set; CPU float sums may differ
-in the last bits). Prints how often the test half's gold phrase is read above each other phrase,
-per corpus; last stdout line: {"version", "ordered", ...}.
+in the last bits). Prints how often the test half's gold phrase is read above each other phrase
+of its group, per corpus, and above every other phrase of the corpus's test groups ("across": the
+judge reads a logit on its own, not against its group's); `--pointwise` adds a per-phrase binary
+cross-entropy to each group's softmax, which alone fixes only differences within a group. Last
+stdout line: {"version", "ordered", "ordered_across", ...}.
 """
 
 from __future__ import annotations
@@ -135,17 +138,26 @@ def logits(bert, head, tokenizer, batch: list[tuple], context_tokens: int | None
     return head(bert(**model_inputs(tokenizer, batch, context_tokens)).last_hidden_state[:, 0]).squeeze(-1)
 
 
-def ordered(bert, head, tokenizer, picked: list[Group], context_tokens: int | None) -> float | None:  # type: ignore[no-untyped-def]
-    """The share of (gold, other) pairs of `picked` whose gold is read higher."""
+def ordered(bert, head, tokenizer, picked: list[Group], context_tokens: int | None) -> tuple[float | None, float | None]:  # type: ignore[no-untyped-def]
+    """The share of (gold, other) pairs of `picked` whose gold is read higher, within each group
+    and across the groups (every gold against every other phrase: the judge reads a logit on its
+    own, so it must rank a question's gold above another question's wrong phrase too)."""
     import torch
 
     pairs = wins = 0
+    golds: list[float] = []
+    others: list[float] = []
     with torch.inference_mode():
         for g in picked:
             read = logits(bert, head, tokenizer, [(g.question, p) for p in g.phrases], context_tokens).tolist()
             pairs += len(read) - 1
             wins += sum(read[0] > r for r in read[1:])
-    return wins / pairs if pairs else None
+            golds.append(read[0])
+            others.extend(read[1:])
+    if not pairs:
+        return None, None
+    gold, other = torch.tensor(golds)[:, None], torch.tensor(others)[None, :]
+    return wins / pairs, float(((gold > other).float() + 0.5 * (gold == other).float()).mean())
 
 
 def standardize(bert, head, tokenizer, train: list[Group], context_tokens: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -174,6 +186,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--undrawn", action="store_true",
                         help="also train on the test half's questions bench/judge.py never draws (SQuAD's)")
+    parser.add_argument("--pointwise", type=float, default=0.0,
+                        help="weight of a per-phrase binary cross-entropy (gold 1, others 0) beside each group's softmax")
     parser.add_argument("--context-tokens", type=int, default=None,
                         help="read at most N of the sentence's tokens on each side of the phrase (default: all that fit)")
     args = parser.parse_args()
@@ -212,7 +226,12 @@ def main() -> None:
             loss, at, weight = read.new_zeros(()), 0, 0.0
             for g in step:
                 w = 1.0 if g.corpus == "squad" else SMALL_WEIGHT
-                loss = loss + w * torch.nn.functional.cross_entropy(read[at:at + len(g.phrases)][None], read.new_zeros(1, dtype=torch.long))
+                group = read[at:at + len(g.phrases)]
+                loss = loss + w * torch.nn.functional.cross_entropy(group[None], read.new_zeros(1, dtype=torch.long))
+                if args.pointwise:  # the gold and the mean of the others weigh alike
+                    bce = torch.nn.functional.binary_cross_entropy_with_logits
+                    gold, others = bce(group[:1], group.new_ones(1)), bce(group[1:], group.new_zeros(len(group) - 1))
+                    loss = loss + w * args.pointwise * (gold + others) / 2
                 at, weight = at + len(g.phrases), weight + w
             optimizer.zero_grad()
             (loss / weight).backward()
@@ -227,20 +246,23 @@ def main() -> None:
     by = defaultdict(list)
     for g in test:
         by[(g.corpus, g.kind)].append(g)
-    result = {f"{corpus}/{kind}": rounded(ordered(bert, head, tokenizer, picked, args.context_tokens))
-              for (corpus, kind), picked in sorted(by.items())}
+    read = {f"{corpus}/{kind}": ordered(bert, head, tokenizer, picked, args.context_tokens)
+            for (corpus, kind), picked in sorted(by.items())}
+    result = {name: rounded(within) for name, (within, _) in read.items()}
+    across = {name: rounded(pooled) for name, (_, pooled) in read.items()}
     weights = {name: p.detach().half().contiguous() for name, p in bert.named_parameters() if p.requires_grad}
     weights |= {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
     version = f"reader-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     meta = {"version": version, "model": reader.MODEL, "rank": reader.RANK, "scale": reader.SCALE,
-            "context_tokens": args.context_tokens, "undrawn": args.undrawn,
+            "context_tokens": args.context_tokens, "undrawn": args.undrawn, "pointwise": args.pointwise,
             "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","),
-            "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "machine": machine(),
+            "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "test_ordered_across": across,
+            "machine": machine(),
             "fit_s": round(time.perf_counter() - started)}
     out = args.out or reader.WEIGHTS
     save_file(weights, str(out))
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    emit({"version": version, "ordered": result, "train_groups": len(train), "fit_s": meta["fit_s"]})
+    emit({"version": version, "ordered": result, "ordered_across": across, "train_groups": len(train), "fit_s": meta["fit_s"]})
 
 
 if __name__ == "__main__":
