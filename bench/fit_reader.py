@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, log, machine, rounded  # noqa: E402
+from bench.judge import auroc  # noqa: E402
 
 SMALL_WEIGHT = 4.0  # python-reference, numpy-api, the handbook: each has a tenth of SQuAD's questions
 DRAWS, MAX_OTHERS = 8, 5
@@ -156,8 +157,7 @@ def ordered(bert, head, tokenizer, picked: list[Group], context_tokens: int | No
             others.extend(read[1:])
     if not pairs:
         return None, None
-    gold, other = torch.tensor(golds)[:, None], torch.tensor(others)[None, :]
-    return wins / pairs, float(((gold > other).float() + 0.5 * (gold == other).float()).mean())
+    return wins / pairs, auroc([1] * len(golds) + [0] * len(others), golds + others)
 
 
 def standardize(bert, head, tokenizer, train: list[Group], context_tokens: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
