@@ -4,7 +4,7 @@ judge and three baselines side by side.
 
     python bench/judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
                           [--seed 0] [--split test|train|all] [--scorers judge,legacy,word_support,length]
-                          [--resamples 1000] [--dump cases.jsonl]
+                          [--resamples 1000] [--dump cases.jsonl] [--against before.jsonl]
 
 Scorers (higher = more likely right): judge (services.judging.judge_answer's P(supported));
 legacy (the offline backend's reflection and grade as they were before services/judging/, at
@@ -20,9 +20,12 @@ Each AUROC of the judge comes with its 95% interval ("auroc_interval"): a percen
 over whole questions (a question's answers share its passage and wording, so they move together;
 resampling single answers would draw the interval too narrow). A corpus's kind rests on 40-150
 wrong answers, so a cell moves by a few points with the draw; the interval says how many.
+--against reads the --dump of another run (another commit's judge, the same set) and gives, per
+corpus and kind, the judge's gain over it ("against": [gain, low, high]): both read on the same
+resampled questions, which tells a change of 0.01 from the draw.
 
 Last stdout line: {"by_corpus": {corpus: {"n", "auroc": {scorer: {"pooled", "by_kind"}}, "auroc_interval",
-"judge_auto_accept"}},
+"against", "judge_auto_accept"}},
 "pooled": {...}, "targets": {...}, ...}.
 """
 
@@ -75,6 +78,8 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=INTERVAL_RESAMPLES,
                         help="bootstrap resamples of questions for the judge's intervals (0: none)")
     parser.add_argument("--dump", type=Path, default=None, help="write the built cases as JSONL")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="a --dump of another run: the judge's gain over its judge, with its paired interval")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
@@ -90,6 +95,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown scorer(s) {', '.join(unknown)}; choose from {', '.join(SCORERS)}")
     scorers, unavailable, accepts = make_scorers(requested)
+    before = judged_before(args.against, cases) if args.against is not None else None
     scores: dict[str, list[float]] = {}
     accepted: list[bool] = []
     if "legacy" in requested:
@@ -120,17 +126,22 @@ def main() -> None:
     for corpus in corpora:
         picked = [i for i, c in enumerate(cases) if c.corpus == corpus]
         by_corpus[corpus] = summarize([cases[i] for i in picked], {n: [v[i] for i in picked] for n, v in scores.items()},
-                                      [accepted[i] for i in picked] if accepted else None, args.resamples)
+                                      [accepted[i] for i in picked] if accepted else None, args.resamples,
+                                      [before[i] for i in picked] if before is not None else None)
     result["by_corpus"] = by_corpus
-    result["pooled"] = summarize(cases, scores, accepted or None, args.resamples)
+    result["pooled"] = summarize(cases, scores, accepted or None, args.resamples, before)
+    if args.against is not None:
+        result["against"] = str(args.against)
     result["targets"] = {"thresholds": {k: list(v) if isinstance(v, tuple) else v for k, v in TARGETS.items()},
                          "scorer": "judge",
                          "met": {name: targets_met(summary) for name, summary in [*by_corpus.items(), ("pooled", result["pooled"])]}}
     result = print_rounded(result)
     for corpus, summary in [*result["by_corpus"].items(), ("pooled", result["pooled"])]:
         span = summary.get("auroc_interval", {}).get("judge", {}).get("pooled")
+        gain = summary.get("against", {}).get("pooled")
         log(f"{corpus}: " + "; ".join(f"{n} {a['pooled']}" + (f" [{span[0]}, {span[1]}]" if n == "judge" and span else "")
-                                      for n, a in summary["auroc"].items()))
+                                      for n, a in summary["auroc"].items())
+            + (f"; judge's gain {gain[0]:+.3f} [{gain[1]:+.3f}, {gain[2]:+.3f}]" if gain else ""))
     if args.dump is not None:
         dump(args.dump, built, cases, scores)
         log(f"wrote {len(built)} cases to {args.dump}")
@@ -283,6 +294,31 @@ def auroc_interval(labels: list[int], values: list[float], questions: list[Any],
     """The 95% percentile-bootstrap interval of the AUROC, resampling whole questions (`questions`
     names each answer's); None without both labels or resamples."""
     import numpy as np
+
+    drawn = _bootstrap(labels, [values], questions, resamples, seed)
+    return None if drawn is None else [float(np.percentile(drawn[0], 2.5)), float(np.percentile(drawn[0], 97.5))]
+
+
+def difference_interval(labels: list[int], before: list[float], after: list[float], questions: list[Any],
+                        resamples: int = INTERVAL_RESAMPLES, seed: int = 0) -> list[float] | None:
+    """[after's AUROC - before's, and its 95% interval]: both scorers read on the same resampled
+    questions (a paired bootstrap), so what the draw moves in both cancels and a change of 0.01
+    can be told from the draw where each figure's own interval is 0.05 wide."""
+    import numpy as np
+
+    drawn = _bootstrap(labels, [before, after], questions, resamples, seed)
+    if drawn is None:
+        return None
+    gained = drawn[1] - drawn[0]
+    measured = auroc(labels, after) - auroc(labels, before)  # type: ignore[operator]  # both labels: drawn
+    return [measured, float(np.percentile(gained, 2.5)), float(np.percentile(gained, 97.5))]
+
+
+def _bootstrap(labels: list[int], columns: list[list[float]], questions: list[Any], resamples: int,
+               seed: int) -> Any:
+    """Each column's AUROC on `resamples` draws of whole questions (an array: column x draw), the
+    same draws for every column; None without both labels or resamples."""
+    import numpy as np
     from scipy.stats import rankdata
 
     if resamples < 1 or len(set(labels)) < 2:
@@ -291,7 +327,7 @@ def auroc_interval(labels: list[int], values: list[float], questions: list[Any],
     for i, q in enumerate(questions):
         by_question.setdefault(q, []).append(i)
     groups = list(by_question.values())
-    y, v = np.asarray(labels), np.asarray(values, dtype=float)
+    y, v = np.asarray(labels), np.asarray(columns, dtype=float)
     rng = np.random.default_rng(seed)
     found = []
     for _ in range(resamples):
@@ -300,9 +336,9 @@ def auroc_interval(labels: list[int], values: list[float], questions: list[Any],
         n_right = int(right.sum())
         n_wrong = len(picked) - n_right
         if n_right and n_wrong:  # Mann-Whitney: ties count a half, as roc_auc_score counts them
-            ranks = rankdata(v[picked])
-            found.append((ranks[right].sum() - n_right * (n_right + 1) / 2) / (n_right * n_wrong))
-    return [float(np.percentile(found, 2.5)), float(np.percentile(found, 97.5))] if found else None
+            ranks = [rankdata(column[picked]) for column in v]
+            found.append([(r[right].sum() - n_right * (n_right + 1) / 2) / (n_right * n_wrong) for r in ranks])
+    return np.asarray(found).T if found else None
 
 
 def print_rounded(value: Any) -> Any:
@@ -329,7 +365,8 @@ def kind_pairs(cases: list[JudgeCase], comparisons: dict[str, str] = COMPARISONS
 
 
 def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: list[bool] | None,
-              resamples: int = 0) -> dict[str, Any]:
+              resamples: int = 0, before: list[float] | None = None) -> dict[str, Any]:
+    """`before`: another judge's scores of the same cases, which the judge's gain is read against."""
     labels = [c.label for c in cases]
     questions = [(c.corpus, c.question_id) for c in cases]
     pairs = kind_pairs(cases)
@@ -352,6 +389,15 @@ def summarize(cases: list[JudgeCase], scores: dict[str, list[float]], accepted: 
 
         summary["auroc_interval"] = {"judge": {"pooled": interval(list(range(len(cases)))),
                                                "by_kind": {kind: interval(idx) for kind, idx in pairs.items()}}}
+    if "judge" in scores and before is not None and resamples:
+        after = scores["judge"]
+
+        def gain(idx: list[int]) -> list[float] | None:
+            return difference_interval([labels[i] for i in idx], [before[i] for i in idx], [after[i] for i in idx],
+                                       [questions[i] for i in idx], resamples)
+
+        summary["against"] = {"pooled": gain(list(range(len(cases)))),
+                              "by_kind": {kind: gain(idx) for kind, idx in pairs.items()}}
     if accepted is not None:
         taken = [c for c, a in zip(cases, accepted) if a]
         right, taken_right = sum(labels), sum(c.label for c in taken)
@@ -383,6 +429,24 @@ def targets_met(summary: dict[str, Any]) -> dict[str, bool | None]:
             value = None if judge is None else judge["pooled"] if target == "pooled" else judge["by_kind"].get(target)
             met[target] = None if value is None else value >= floor  # type: ignore[operator]
     return met
+
+
+def judged_before(path: Path, cases: list[JudgeCase]) -> list[float]:
+    """The judge's scores of `cases` in a --dump of another run; it must have scored every one."""
+    known = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if "judge" in row.get("scores", {}):
+            known[_case_id(row)] = row["scores"]["judge"]
+    missing = sum(1 for c in cases if _case_id(dataclasses.asdict(c)) not in known)
+    if missing:
+        raise SystemExit(f"{path} has no judge score for {missing} of the {len(cases)} cases: dump a run of "
+                         "the same corpora, seed, questions a corpus and split")
+    return [known[_case_id(dataclasses.asdict(c))] for c in cases]
+
+
+def _case_id(row: dict[str, Any]) -> tuple[str, ...]:
+    return row["corpus"], row["question_id"], row["kind"], row["answer"]
 
 
 def dump(path: Path, built: list[JudgeCase], scored: list[JudgeCase], scores: dict[str, list[float]]) -> None:

@@ -69,6 +69,18 @@ def negations(text: str) -> frozenset[str]:
     return frozenset(negators(text))
 
 
+def negated_words(text: str) -> frozenset[str]:
+    """The first two content words (stems) after each negation of `text`, in its clause: what it
+    negates ("cannot change the string" -> change, string; "does not open, and the pump" -> open)."""
+    found: set[str] = set()
+    for match in _NEGATION.finditer(text):
+        found.update(tokenize(_CLAUSE_END.split(text[match.end():match.end() + 60], maxsplit=1)[0])[:2])
+    return frozenset(found)
+
+
+_CLAUSE_END = re.compile(r"[,;:.!?()]")
+
+
 def negators(text: str) -> dict[str, str]:
     """negations(text), each with the first word that says it, as written ("not": "doesn't")."""
     found: dict[str, str] = {}

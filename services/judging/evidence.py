@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.judging._lexical import Term, coverage, negations, negators, outside_conditions
+from services.judging._lexical import Term, coverage, negated_words, negations, negators, outside_conditions
 from services.judging._lexicon import ANTONYM_PAIRS, REVERSAL_PAIRS
 from services.judging._morphology import related_in
 from services.judging._opposites import negated_by_prefix
+from services.judging.answer_type import asks_yes_or_no
 from services.judging.atoms import Atom, atoms, holds
 from services.judging.claims import Claim
 from services.judging.context_sentences import ContextSentence
@@ -97,8 +98,30 @@ def read_claim(question: str, terms: Sequence[Term], claim: Claim, pool: Sequenc
         turned_around(claim.text, best.text) or negated_by_prefix(claim.text, best.text))
     if reversal is not None and _share(claim, best, leaving_out=_stem_of(reversal[0])) < ALIGNED:
         reversal = None
+    if reversal is not None and _presupposed(question, claim, best.text, reversal):
+        reversal = None
     return ClaimEvidence(claim, unsupported_atoms, unsupported_words, word_support, best, best_share,
                          best_key[2], best_coverage, near, rival, rival_at, reversal)
+
+
+def _presupposed(question: str, claim: Claim, evidence: str, reversal: tuple[str, str]) -> bool:
+    """Whether a wh-question's own framing is what the reversal reads, not what the answer adds:
+    the claim says the question's word against its evidence ("incapable" in "Hold a set speed was
+    the centrifugal governor incapable of doing."), negates as the question does, or lacks a
+    negation the question lacks too where the evidence's negation is not about the answer's
+    additions ("Pauli is the principle about relating spin and space variables." against a
+    passage sentence holding "not"). A yes/no question asks its statement: restating it asserts it."""
+    if asks_yes_or_no(question):
+        return False
+    said, opposite = reversal
+    asked = negators(question)
+    if said and opposite:  # an opposite word
+        return _stem_of(said) in frozenset(tokenize(question))
+    if said:  # the claim negates where the evidence does not
+        return any(kind in asked for kind in negators(said))
+    if any(kind in asked for kind in negators(opposite)):  # the question negates: its answer must too
+        return False
+    return not negated_words(evidence) & frozenset(claim.added_stems)
 
 
 def _quoted(claim: str, sentence: str) -> bool:

@@ -165,6 +165,8 @@ def reader_input(question: str, words: Words, features: Mapping[str, float]) -> 
     more words there than a phrase has (a passage's sentence restating the question)."""
     if words.bare_reply is not None or answer_form(features) not in READER_FORMS:
         return None
+    if features.get("unsupported_atom"):  # its value is not where the evidence holds the phrase read ("7" of "7-inch")
+        return None
     phrase = reader_phrase(words)
     if phrase is None or len(phrase.phrase.split()) > PHRASE_WORDS:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.judge import auroc, auroc_interval
+from bench.judge import auroc, auroc_interval, difference_interval
 
 
 def test_a_perfect_ordering_has_no_spread() -> None:
@@ -41,3 +41,30 @@ def test_answers_of_one_question_are_resampled_together() -> None:
 def test_no_interval_without_both_labels_or_resamples() -> None:
     assert auroc_interval([1, 1], [0.2, 0.3], [0, 1]) is None
     assert auroc_interval([1, 0], [0.2, 0.3], [0, 1], resamples=0) is None
+
+
+def test_a_gain_is_read_on_the_same_questions() -> None:
+    # Eight questions whose answers are ordered well or badly as a whole; the second scorer orders
+    # one more pair of each question right. Apart, each figure's interval is wide (which questions
+    # are drawn decides it); paired, the draw moves both alike and the gain stands clear of 0.
+    labels, before, after, questions = [], [], [], []
+    for q in range(8):
+        good = q % 2 == 0
+        for i in range(10):
+            right = i % 2
+            labels.append(right)
+            value = (i if good == bool(right) else -i) + q * 100
+            before.append(value)
+            after.append(value + (50 if right and i == 1 else 0))  # one more right answer on top
+            questions.append(q)
+    measured, low, high = difference_interval(labels, before, after, questions, resamples=300)  # type: ignore[misc]
+    assert measured == auroc(labels, after) - auroc(labels, before) > 0  # type: ignore[operator]
+    assert 0 < low <= measured <= high
+    apart = auroc_interval(labels, before, questions, resamples=300)
+    assert apart is not None and apart[1] - apart[0] > 2 * (high - low)
+
+
+def test_no_gain_against_itself() -> None:
+    labels = [i % 2 for i in range(40)]
+    values = [((i * 13) % 7) / 7 + 0.2 * (i % 2) for i in range(40)]
+    assert difference_interval(labels, values, values, [i // 4 for i in range(40)], resamples=100) == [0.0, 0.0, 0.0]

@@ -263,15 +263,19 @@ def test_a_negation_written_another_way_is_not_a_reversal(embed) -> None:  # typ
     question = "Why doesn't str.replace change my string?"
     contexts = ["Strings are immutable in Python, so a method such as str.replace cannot change the string it is "
                 "called on; it returns a new string instead."]
-    turned = judge_answer(question, "Str.replace can change the string because strings are immutable.", contexts,
-                          embed=embed)
-    assert turned.features["reversal"] == 1.0 and "'cannot'" in turned.reason and turned.label != SUPPORTED
-    for answer in ("It can't change it because strings are immutable.",
-                   "Str.replace doesn't change the string because strings are immutable."):
-        verdict = judge_answer(question, answer, contexts, embed=embed)
+    # Each right answer against the one turning it around in its own form (a phrase of eight words
+    # or fewer, a restated question): the fitted model weighs a reversal per form
+    # (services.judging.model), so a phrase and a restatement meet only by their forms' calibration.
+    for right, turned_around in (("It can't change it because strings are immutable.",
+                                  "It can change it because strings are immutable."),
+                                 ("Str.replace doesn't change the string because strings are immutable.",
+                                  "Str.replace can change the string because strings are immutable.")):
+        turned = judge_answer(question, turned_around, contexts, embed=embed)
+        assert turned.features["reversal"] == 1.0 and "'cannot'" in turned.reason and turned.label != SUPPORTED
+        verdict = judge_answer(question, right, contexts, embed=embed)
         assert verdict.features["reversal"] == 0.0 and verdict.features["contradiction"] == 0.0, verdict.reason
-        # Above the answer it turns around, by the fitted model's margin (0.03-0.12 under the reader
-        # read in a window of its sentence, 2026-12-07): no reversal is charged to it.
+        # No reversal is charged to it: above the answer it turns around, by the fitted model's
+        # margin (0.03 for the phrase, 0.18 for the restatement, 2026-12-07T18:20Z).
         assert verdict.p_supported > turned.p_supported and verdict.label != UNSUPPORTED
 
 
