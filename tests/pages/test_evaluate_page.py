@@ -186,7 +186,9 @@ def test_runs_the_pipeline_would_auto_accept_are_queued_too(clean_db, tmp_path):
     ingest_paths([corpus], collection="tides")
     save_profile(WeightsProfile(name="lenient", high=0.5, medium=0.4, low=0.3), activate=True)
     progress: list[tuple[int, int]] = []
-    query = EvalQuery("t1", "What causes ocean tides: the gravitational pull of the moon and the sun?")
+    # A question its answer sentence adds to plainly (P 0.996 under the judges of 2026-12-07), not
+    # one naming its own answer, whose P sat within 0.005 of the accept threshold and fell under it.
+    query = EvalQuery("t1", "What pulls on the sea to cause ocean tides?")
 
     (run_id,) = queue_evaluation_runs([query], collection="tides", backend=_ConfidentBackend(),
                                       on_progress=lambda done, total: progress.append((done, total)))
