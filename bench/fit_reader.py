@@ -255,7 +255,7 @@ def main() -> None:
     version = f"reader-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
     meta = {"version": version, "model": reader.MODEL, "rank": reader.RANK, "scale": reader.SCALE,
             "context_tokens": args.context_tokens, "undrawn": args.undrawn, "pointwise": args.pointwise,
-            "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","),
+            "epochs": args.epochs, "lr": args.lr, "seed": args.seed, "corpora": args.corpora.split(","), "golds": "audited",
             "train_groups": len(train), "standardized_from": standardized, "test_ordered": result, "test_ordered_across": across,
             "machine": machine(),
             "fit_s": round(time.perf_counter() - started)}

@@ -93,8 +93,10 @@ PER_CORPUS, SEED = 300, 0
 
 def test_half(corpus: Corpus) -> frozenset[str]:
     """The question ids of the corpus's test half: the half of its questions whose stable hash
-    of corpus and id sorts first (the same whatever sample is drawn; 50/50 exactly)."""
-    ranked = sorted(corpus.questions, key=lambda q: _stable_hash(corpus.name, q.qid))
+    of corpus and id sorts first (the same whatever sample is drawn; 50/50 exactly). Ranked over
+    the questions the spans as written locate, so that a question the audit leaves out moves no
+    other across the halves."""
+    ranked = sorted(load(corpus.name, "evidence").questions, key=lambda q: _stable_hash(corpus.name, q.qid))
     return frozenset(q.qid for q in ranked[:len(ranked) // 2])
 
 
@@ -104,12 +106,13 @@ def drawn(corpus: Corpus, per_corpus: int = PER_CORPUS, seed: int = SEED) -> lis
     return random.Random(f"{seed}/{corpus.name}").sample(pool, min(per_corpus, len(pool)))
 
 
-def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORPUS, seed: int = SEED) -> list[JudgeCase]:
+def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORPUS, seed: int = SEED,
+                golds: str = "audited") -> list[JudgeCase]:
     """Up to `per_corpus` questions a corpus, drawn with `seed`, and their cases, balanced so
-    that each style holds as many right answers as wrong ones."""
+    that each style holds as many right answers as wrong ones; `golds` as _judge_sources.load."""
     cases: list[JudgeCase] = []
     for name in corpora:
-        corpus = load(name)
+        corpus = load(name, golds)
         picked = drawn(corpus, per_corpus, seed)
         test = test_half(corpus)
         built = [case for q in picked
