@@ -441,11 +441,12 @@ def judged_before(path: Path, cases: list[JudgeCase]) -> list[float]:
         row = json.loads(line)
         if "judge" in row.get("scores", {}):
             known[_case_id(row)] = row["scores"]["judge"]
-    missing = sum(1 for c in cases if _case_id(dataclasses.asdict(c)) not in known)
+    scores = [known.get(_case_id(dataclasses.asdict(c))) for c in cases]
+    missing = scores.count(None)
     if missing:
         raise SystemExit(f"{path} has no judge score for {missing} of the {len(cases)} cases: dump a run of "
                          "the same corpora, seed, questions a corpus and split")
-    return [known[_case_id(dataclasses.asdict(c))] for c in cases]
+    return [s for s in scores if s is not None]
 
 
 def _case_id(row: dict[str, Any]) -> tuple[str, ...]:

@@ -69,6 +69,9 @@ def negations(text: str) -> frozenset[str]:
     return frozenset(negators(text))
 
 
+_CLAUSE_END = re.compile(r"[,;:.!?()]")
+
+
 def negated_words(text: str) -> frozenset[str]:
     """The first two content words (stems) after each negation of `text`, in its clause: what it
     negates ("cannot change the string" -> change, string; "does not open, and the pump" -> open)."""
@@ -76,9 +79,6 @@ def negated_words(text: str) -> frozenset[str]:
     for match in _NEGATION.finditer(text):
         found.update(tokenize(_CLAUSE_END.split(text[match.end():match.end() + 60], maxsplit=1)[0])[:2])
     return frozenset(found)
-
-
-_CLAUSE_END = re.compile(r"[,;:.!?()]")
 
 
 def negators(text: str) -> dict[str, str]:

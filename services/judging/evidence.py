@@ -116,7 +116,7 @@ def _presupposed(question: str, claim: Claim, evidence: str, reversal: tuple[str
     said, opposite = reversal
     asked = negators(question)
     if said and opposite:  # an opposite word
-        return _stem_of(said) in frozenset(tokenize(question))
+        return _stem_of(said) in tokenize(question)
     if said:  # the claim negates where the evidence does not
         return any(kind in asked for kind in negators(said))
     if any(kind in asked for kind in negators(opposite)):  # the question negates: its answer must too
