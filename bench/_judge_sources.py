@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HANDBOOK_QA = ROOT / "bench" / "data" / "handbook-qa.jsonl"
 HANDBOOK_DOCS = ROOT / "services" / "demo_data" / "corpus"
 AUDIT = ROOT / "bench" / "data" / "gold-audit.jsonl"
-GOLDS = ("audited", "evidence")  # the right answers: the audited replies, or the spans as the sets write them
+GOLDS = ("audited", "evidence")  # the right answers: the audited ones, or the spans as the sets write them
 CORPORA = ("squad", "python-reference", "numpy-api", "handbook")
 PASSAGE_CHARS = 1500  # a longer document is cut to the blocks around the span
 
@@ -140,15 +140,10 @@ def _handbook() -> tuple[dict[str, str], dict[str, str], list[tuple[str, str, li
     return docs, titles, raw
 
 
-def audit(name: str) -> dict[str, dict[str, str]]:
-    """The audit's entries for corpus `name` by question id: {verdict, answer, doc, why}, where the
-    verdict is "replace" (by `answer`, in document `doc`) or "drop" (no span of it answers)."""
-    entries = read_jsonl(AUDIT)
-    return {e["_id"]: e for e in entries if e["corpus"] == name}
-
-
 def _audited(name: str, raw: list[tuple[str, str, list[str], str]]) -> list[tuple[str, str, list[str], str]]:
-    entries = audit(name)
+    """`raw` with the audit's entries for corpus `name` applied: a "replace" takes its `answer` in
+    document `doc`, a "drop" (no span of the document answers) leaves the question out."""
+    entries = {e["_id"]: e for e in read_jsonl(AUDIT) if e["corpus"] == name}
     out = []
     for qid, question, answers, doc in raw:
         entry = entries.get(qid)
