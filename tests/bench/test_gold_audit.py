@@ -6,6 +6,7 @@ argument away. Reads files only (the handbook and our two sets are in the reposi
 from __future__ import annotations
 
 import csv
+import functools
 
 import pytest
 
@@ -18,6 +19,7 @@ ENTRIES = read_jsonl(AUDIT)
 OURS = ("handbook", "python-reference", "numpy-api")
 
 
+@functools.cache
 def _judged() -> dict[tuple[str, str], tuple[str, set[str]]]:
     """(corpus, question id) -> (the span as the set writes it, the documents judged for it)."""
     out = {(("handbook", r["_id"])): (r["answer"], {r["document"]}) for r in read_jsonl(HANDBOOK_QA)}
@@ -33,7 +35,12 @@ def _judged() -> dict[tuple[str, str], tuple[str, set[str]]]:
 def _text(corpus: str, doc: str) -> str:
     if corpus == "handbook":
         return (HANDBOOK_DOCS / doc).read_text(encoding="utf-8")
-    return next(d["text"] for d in read_jsonl(EVAL_SETS[corpus].corpus) if d["_id"] == doc)
+    return _documents(corpus)[doc]
+
+
+@functools.cache
+def _documents(corpus: str) -> dict[str, str]:
+    return {d["_id"]: d["text"] for d in read_jsonl(EVAL_SETS[corpus].corpus)}
 
 
 def test_each_entry_names_a_question_of_our_sets_once_and_says_why() -> None:
