@@ -8,6 +8,11 @@ restate its search phrase in the docstring's words ("number of occurrences of ea
 therefore the audited answers of bench/data/gold-audit.jsonl (each question read against its
 document, blind to any score: a span kept, replaced by the document's words that answer, or the
 question left out), unless `golds="evidence"` asks for the spans as written.
+
+The wrong answers drawn from a question's own passage (bench/judge_set.py's same-passage names and
+other options) were audited the same way, blind to scores: bench/data/distractor-audit.jsonl says
+for each drawn one whether a reviewer reading the passage would accept it as an answer
+(`also_right`); the set leaves those out unless asked for the draws as they are.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ HANDBOOK_QA = ROOT / "bench" / "data" / "handbook-qa.jsonl"
 HANDBOOK_DOCS = ROOT / "services" / "demo_data" / "corpus"
 AUDIT = ROOT / "bench" / "data" / "gold-audit.jsonl"
 GOLDS = ("audited", "evidence")  # the right answers: the audited ones, or the spans as the sets write them
+DISTRACTOR_AUDIT = ROOT / "bench" / "data" / "distractor-audit.jsonl"
+DISTRACTORS = ("audited", "drawn")  # the same-passage wrong answers: those the audit found wrong, or every draw
 CORPORA = ("squad", "python-reference", "numpy-api", "handbook")
 PASSAGE_CHARS = 1500  # a longer document is cut to the blocks around the span
 
@@ -152,6 +159,15 @@ def _audited(name: str, raw: list[tuple[str, str, list[str], str]]) -> list[tupl
         elif entry["verdict"] == "replace":
             out.append((qid, question, [entry["answer"]], entry["doc"]))
     return out
+
+
+@functools.cache
+def also_right(name: str) -> frozenset[tuple[str, str]]:
+    """(question id, drawn distractor) pairs of corpus `name` that the distractor audit found to answer
+    their question after all (a "which A or B" whose other option the passage also supports, a
+    docstring's second phrase for what the question asks): not wrong answers."""
+    return frozenset((e["_id"], e["candidate"]) for e in read_jsonl(DISTRACTOR_AUDIT)
+                     if e["corpus"] == name and e["verdict"] == "right")
 
 
 def _best_occurrence(text: str, occurrences: list[tuple[int, int]], question: str) -> tuple[int, int]:

@@ -69,7 +69,8 @@ def main() -> None:
     fitted = [i for i, r in enumerate(readings) if not r.bare_reply]
     rows, fitted_labels = [readings[i].features for i in fitted], [labels[i] for i in fitted]
     trained_on = {"corpora": corpora, "per_corpus": args.per_corpus, "seed": args.seed, "split": "train",
-                  "builder": "bench/judge_set.py", "golds": "audited", "fitted": today(), "precision_on": args.precision_on,
+                  "builder": "bench/judge_set.py", "golds": "audited", "distractors": "audited", "fitted": today(),
+                  "precision_on": args.precision_on,
                   "not_fitted": {name: f"prior weight {w}: no such model is reachable here" for name, w in PRIOR_WEIGHTS.items()}}
     draft = fit(rows, fitted_labels, version="draft", accept_at=1.0, trained_on=trained_on, regularization=args.regularization)
 

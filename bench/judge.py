@@ -4,6 +4,7 @@ judge and three baselines side by side.
 
     python bench/judge.py [--corpora squad,python-reference,numpy-api,handbook] [--per-corpus 300]
                           [--seed 0] [--split test|train|all] [--scorers judge,legacy,word_support,length]
+                          [--golds audited|evidence] [--distractors audited|drawn]
                           [--resamples 1000] [--dump cases.jsonl] [--against before.jsonl]
 
 Scorers (higher = more likely right): judge (services.judging.judge_answer's P(supported));
@@ -45,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, log, machine, rounded, today  # noqa: E402
-from bench._judge_sources import GOLDS  # noqa: E402
+from bench._judge_sources import DISTRACTORS, GOLDS  # noqa: E402
 from bench.judge_set import COMPARISONS, KINDS, PER_CORPUS, SEED, JudgeCase, build_cases  # noqa: E402
 
 Scorer = Callable[[JudgeCase], float]
@@ -75,6 +76,8 @@ def main() -> None:
     parser.add_argument("--split", choices=("test", "train", "all"), default="test")
     parser.add_argument("--golds", choices=GOLDS, default="audited",
                         help="right answers: the audited answers (bench/data/gold-audit.jsonl) or the sets' spans as written")
+    parser.add_argument("--distractors", choices=DISTRACTORS, default="audited",
+                        help="same-passage wrong answers: those the audit found wrong (bench/data/distractor-audit.jsonl) or every draw")
     parser.add_argument("--scorers", default=",".join(SCORERS), help="comma-separated; empty scores nothing")
     parser.add_argument("--legacy-rev", default=LEGACY_REV,
                         help="the revision whose offline backend is the legacy scorer ('current': this tree's)")
@@ -89,7 +92,7 @@ def main() -> None:
 
     corpora = args.corpora.split(",")
     log(f"building the development set: {', '.join(corpora)}, {args.per_corpus} questions each, seed {args.seed}")
-    built = build_cases(corpora, args.per_corpus, args.seed, args.golds)
+    built = build_cases(corpora, args.per_corpus, args.seed, args.golds, args.distractors)
     cases = [c for c in built if args.split == "all" or c.split == args.split]
     log(f"{len(built)} cases built, {len(cases)} in the {args.split} split")
 
@@ -120,8 +123,9 @@ def main() -> None:
         if name == "judge" and accepts is not None:
             accepted = [accepts(case) for case in cases]
 
-    result: dict[str, Any] = {"split": args.split, "golds": args.golds, "corpora": corpora, "per_corpus": args.per_corpus,
-                              "seed": args.seed, "scorers": list(scores), "legacy_rev": args.legacy_rev if "legacy" in scores else None}
+    result: dict[str, Any] = {"split": args.split, "golds": args.golds, "distractors": args.distractors, "corpora": corpora,
+                              "per_corpus": args.per_corpus, "seed": args.seed, "scorers": list(scores),
+                              "legacy_rev": args.legacy_rev if "legacy" in scores else None}
     for name, reason in unavailable.items():
         result[name] = f"unavailable: {reason}"
         log(f"{name} scorer unavailable: {reason}")

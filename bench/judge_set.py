@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._judge_balance import balanced  # noqa: E402
 from bench._judge_replies import reply_cases  # noqa: E402
-from bench._judge_sources import CORPORA, Corpus, Question, Value, load, passage  # noqa: E402
+from bench._judge_sources import CORPORA, DISTRACTORS, Corpus, Question, Value, also_right, load, passage  # noqa: E402
 from bench._judge_text import (  # noqa: E402
     change_number,
     contains,
@@ -107,16 +107,22 @@ def drawn(corpus: Corpus, per_corpus: int = PER_CORPUS, seed: int = SEED) -> lis
 
 
 def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORPUS, seed: int = SEED,
-                golds: str = "audited") -> list[JudgeCase]:
+                golds: str = "audited", distractors: str = "audited") -> list[JudgeCase]:
     """Up to `per_corpus` questions a corpus, drawn with `seed`, and their cases, balanced so
-    that each style holds as many right answers as wrong ones; `golds` as _judge_sources.load."""
+    that each style holds as many right answers as wrong ones; `golds` as _judge_sources.load;
+    `distractors` "audited" leaves out a same-passage draw the audit found to answer its question
+    (with the right option asked beside it), "drawn" keeps every draw."""
+    if distractors not in DISTRACTORS:
+        raise SystemExit(f"unknown distractors {distractors!r}; choose from {', '.join(DISTRACTORS)}")
     cases: list[JudgeCase] = []
     for name in corpora:
         corpus = load(name, golds)
         picked = drawn(corpus, per_corpus, seed)
         test = test_half(corpus)
+        answering = also_right(name) if distractors == "audited" else frozenset()
         built = [case for q in picked
-                 for case in _cases(corpus, q, "test" if q.qid in test else "train", random.Random(f"{seed}/{name}/{q.qid}"))]
+                 for case in _cases(corpus, q, "test" if q.qid in test else "train",
+                                    random.Random(f"{seed}/{name}/{q.qid}"), answering)]
         kept = balanced(built, COMPARISONS, seed)
         # Drawn apart and after the balance, so that every other case stays what it was; on the
         # contexts of the right concise answer it is compared with.
@@ -126,7 +132,19 @@ def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORP
     return cases
 
 
-def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[JudgeCase]:
+def distractor_draws(name: str, per_corpus: int = PER_CORPUS, seed: int = SEED, golds: str = "audited") -> dict[str, str]:
+    """Question id -> the wrong answer drawn from its own passage (or its other option), for every
+    question build_cases draws from corpus `name`: what bench/data/distractor-audit.jsonl reads."""
+    corpus = load(name, golds)
+    draws = {}
+    for q in drawn(corpus, per_corpus, seed):
+        cases = _cases(corpus, q, "", random.Random(f"{seed}/{name}/{q.qid}"))
+        draws.update((q.qid, c.value) for c in cases if c.kind == "wrong_option")
+    return draws
+
+
+def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random,
+           answering: frozenset[tuple[str, str]] = frozenset()) -> list[JudgeCase]:
     gold, start, end = passage(corpus.docs[q.doc], q.start, q.end)
     vtype = value_type(q.answer)
     fabricated = _fabricated(corpus, q, gold, vtype, rng)
@@ -150,7 +168,9 @@ def _cases(corpus: Corpus, q: Question, split: str, rng: random.Random) -> list[
         note = f"{value!r} from {source}, which no context holds"
         add("fabricated_concise", value, note, value)
         add("fabricated_restated", restate(q.question, value), note, value)
-    if distractor is not None:
+    if distractor is not None and (q.qid, distractor) in answering:
+        rng.random()  # the option order's draw, taken all the same: every case after it stays as it was
+    elif distractor is not None:
         note = f"{distractor!r} is in the passage but does not answer"
         add("same_passage_name", distractor, note, distractor)
         # The question restated around it, as a generator writes it: every word is in the
