@@ -54,6 +54,12 @@ FEATURES = (
     # logit / READER_SPAN clipped to [-1, 1]; 0 where it did not read (no reader, or the evidence
     # lacks a word).
     "reader",
+    # For a "which A or B" question: the reader's logit for the option the answer picks less the
+    # best other option's, each read as if it were the answer, / READER_SPAN clipped to [-1, 1]; 0
+    # where the answer picks none or an option is not read. The reader was fitted to order a
+    # question's options: this reads it as fitted, where "reader" asks its logit to mean the same
+    # across questions.
+    "option_reader",
     # Verdicts of models, where one is configured, as log-odds (0 when none ran: no evidence
     # either way): a language model backend's own reflection score and an NLI cross-encoder's
     # entailment of each claim by its evidence sentence.
@@ -100,6 +106,8 @@ def read_answer(question: str, answer: str, contexts: Sequence[str], *, embed: E
     if embed is not None and expected.kind == CHOICE:
         features["option_relevance"] = option_relevance(expected, question, answer, pool, embed,
                                                         sentence_reader(embed, contexts))
+        features["option_reader"] = _option_reader_signal(question, answer, contexts, expected,
+                                                          getattr(embed, "model_name", ""))
     if embed is not None and adding:
         sentences = sentence_reader(embed, contexts)
         answering = words.answering()
@@ -185,6 +193,24 @@ def _reader_signal(question: str, words: Words, features: Mapping[str, float], m
     if reader is None or read is None:
         return 0.0
     return float(np.clip(reader.read([read])[0] / READER_SPAN, -1.0, 1.0))
+
+
+def _option_reader_signal(question: str, answer: str, contexts: Sequence[str], expected: Expected,
+                          model_name: str) -> float:
+    """The "option_reader" signal: each of the question's options read as if it were the answer."""
+    reader = shipped_reader(model_name) if model_name else None
+    chosen = chosen_option(expected, answer)
+    if reader is None or chosen is None:
+        return 0.0
+    reads = []
+    for option in expected.options:
+        read = reader_inputs(question, option, contexts)
+        if read is None:  # an option the reader cannot read leaves nothing to order
+            return 0.0
+        reads.append(read)
+    logits = reader.read(reads)
+    others = max(logit for i, logit in enumerate(logits) if i != chosen)
+    return float(np.clip((logits[chosen] - others) / READER_SPAN, -1.0, 1.0))
 
 
 def _answering(adding: Sequence[ClaimEvidence]) -> ClaimEvidence:

@@ -188,6 +188,8 @@ def _fault(reading: Reading) -> str | None:
         return _in_no_context(words[:5])
     if reading.expected.kind == CHOICE and f["option_margin"] < 0:
         return "the contexts pair the other option with what the question asks"
+    if reading.expected.kind == CHOICE and f["option_reader"] < 0:
+        return "read with the question, the other option answers it better"
     if f["type_fit"] == 0.0:
         return f"the question asks for a {reading.expected.kind}; the answer gives none"
     if f["locality_margin"] < 0:

@@ -38,8 +38,9 @@ SIGNS = {
     "question_coverage": 1, "entity_coverage": 1, "coverage_margin": 1, "locality": 1, "locality_margin": 1, "type_fit": 1,
     "option_margin": 1, "option_relevance": 1, "reversal": -1, "contradiction": -1, "similarity": 1,
     "relevance": 1, "evidence_margin": 1, "evidence_relevance": 1, "sentence_relevance": 1, "evidence_nearness": 1, "concise": 0,
-    "quote_changed": -1, "reader": 1, "model_log_odds": 1, "nli_log_odds": 1,
+    "quote_changed": -1, "reader": 1, "option_reader": 1, "model_log_odds": 1, "nli_log_odds": 1,
 }
+READER_SIGNALS = ("reader", "option_reader")  # what the reader of the question reads: out of the fit without it
 
 
 # The signals are weighed per form of answer. In a passage's sentence, relevance to the question
@@ -136,8 +137,8 @@ def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], *, version: 
     # Fitted again without the reader where rows carry it: P as the judge read answers before it came,
     # which an answer the reader speaks for must reach too to skip review.
     unread = None
-    if without_reader and any(row.get("reader") for row in rows):
-        unread = fit([{k: v for k, v in row.items() if k != "reader"} for row in rows], labels,
+    if without_reader and any(row.get(name) for row in rows for name in READER_SIGNALS):
+        unread = fit([{k: v for k, v in row.items() if k not in READER_SIGNALS} for row in rows], labels,
                      version=f"{version}/without-reader", trained_on={}, regularization=regularization,
                      accept_at=accept_at if accept_without_reader_at is None else accept_without_reader_at)
     return JudgeModel(version, pooled.coefficients, pooled.intercept, accept_at,

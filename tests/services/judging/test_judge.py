@@ -93,6 +93,21 @@ def test_the_option_a_passage_pairs_with_the_question_wins(embed) -> None:  # ty
     assert right.p_supported > wrong.p_supported
 
 
+def test_a_wrong_option_the_reader_reads_below_the_other_is_told_so(embed) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from services.judging.judge import _fault
+
+    question = "Is the robot arm's maker headquartered in Osaka or Nagoya?"
+    reading = read_answer(question, "Nagoya", CONTEXTS, embed=embed)
+    assert reading.features["option_reader"] < 0  # the shipped reader reads Osaka as the head office
+    told = "read with the question, the other option answers it better"
+    # When the contexts' words do not already pair the other option with the question, the reader says why.
+    quiet = {**reading.features, "option_margin": 0.0, "locality_margin": 0.0, "type_fit": 1.0}
+    assert _fault(replace(reading, features=quiet, claims=())) == told
+    assert _fault(replace(reading, features={**quiet, "option_reader": 0.4}, claims=())) != told
+
+
 def test_what_a_claim_adds_leaves_out_the_question_s_own_words() -> None:
     (claim,) = answer_claims(QUESTION, "The maker of the robot arm has its head office in Kobe.")
     assert [a.surface for a in claim.added_atoms] == ["Kobe"]

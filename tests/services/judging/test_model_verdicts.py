@@ -68,17 +68,19 @@ def test_a_refit_keeps_the_prior_for_a_signal_that_never_varied_and_fits_one_tha
 
 
 def test_a_fit_on_rows_the_reader_read_keeps_a_fit_without_it_with_its_own_threshold() -> None:
-    rows = [{"word_support": float(i % 2), "reader": 0.8 if (i // 2) % 2 else -0.8} for i in range(80)]
+    rows = [{"word_support": float(i % 2), "reader": 0.8 if (i // 2) % 2 else -0.8,
+             "option_reader": 0.5 if (i // 2) % 2 else -0.5} for i in range(80)]
     labels = [int(r["word_support"] == 1.0 and r["reader"] > 0) for r in rows]
     model = fit(rows, labels, version="t", accept_at=0.9, trained_on={}, accept_without_reader_at=0.95)
     unread = model.without_reader
     assert unread is not None and unread.version == "t/without-reader"
-    assert model.coefficients["reader"] > 0 and unread.coefficients["reader"] == 0.0
+    assert model.coefficients["reader"] > 0 and model.coefficients["option_reader"] > 0
+    assert unread.coefficients["reader"] == unread.coefficients["option_reader"] == 0.0
     assert (model.accept_at, unread.accept_at) == (0.9, 0.95)
     assert fit(rows, labels, version="t", accept_at=0.9, trained_on={}).without_reader.accept_at == 0.9  # type: ignore[union-attr]
     # A fit that is only ranked (a refit's folds) needs no twin, nor do rows the reader never read.
     assert fit(rows, labels, version="t", accept_at=0.9, trained_on={}, without_reader=False).without_reader is None
-    unread_rows = [{k: v for k, v in r.items() if k != "reader"} for r in rows]
+    unread_rows = [{k: v for k, v in r.items() if k not in ("reader", "option_reader")} for r in rows]
     assert fit(unread_rows, labels, version="t", accept_at=0.9, trained_on={}).without_reader is None
 
 

@@ -166,6 +166,26 @@ def test_the_reader_signal_is_read_for_phrases_and_restatements_only(monkeypatch
         reader.shipped_reader.cache_clear()
 
 
+def test_a_choice_reads_the_picked_option_against_the_other_one_each_as_the_answer() -> None:
+    embed = cached_embedder(MODEL)
+    sentences = "The maker of the robot arm is headquartered in Osaka, close to the port. Its largest plant is in Nagoya."
+    question = "Where does the maker of the robot arm have its head office, Osaka or Nagoya?"
+    right = read_answer(question, "Osaka", [sentences], embed=embed).features
+    wrong = read_answer(question, "Nagoya", [sentences], embed=embed).features
+    assert 0.0 < right["option_reader"] <= 1.0 and wrong["option_reader"] == pytest.approx(-right["option_reader"])
+    # Read as the reader was fitted to read them: each option's logit where the answer would stand.
+    read = reader.shipped_reader(MODEL)
+    assert read is not None
+    head_office, plant = sentences.split(" Its ")
+    osaka, nagoya = read(question, [phrase_in(head_office, ["Osaka"]), phrase_in("Its " + plant, ["Nagoya"])])
+    assert right["option_reader"] == pytest.approx(float(np.clip((osaka - nagoya) / 2.0, -1, 1)), abs=1e-6)
+    # A restatement picks its option the same way; a question naming no options reads none.
+    restated = read_answer(question, "The maker of the robot arm has its head office in Nagoya.", [sentences], embed=embed)
+    assert restated.features["option_reader"] == pytest.approx(wrong["option_reader"])
+    assert read_answer("Where is the head office?", "Osaka", [sentences], embed=embed).features["option_reader"] == 0.0
+    assert read_answer(question, "Osaka", [sentences], embed=None).features["option_reader"] == 0.0
+
+
 def test_an_answer_only_the_reader_lifts_to_the_threshold_is_held_and_told_why() -> None:
     from services.judging import judge_answer
     from services.judging.judge import acceptance_score
