@@ -121,8 +121,7 @@ def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORP
         test = test_half(corpus)
         answering = also_right(name) if distractors == "audited" else frozenset()
         built = [case for q in picked
-                 for case in _cases(corpus, q, "test" if q.qid in test else "train",
-                                    random.Random(f"{seed}/{name}/{q.qid}"), answering)]
+                 for case in _cases(corpus, q, "test" if q.qid in test else "train", question_rng(seed, q), answering)]
         kept = balanced(built, COMPARISONS, seed)
         # Drawn apart and after the balance, so that every other case stays what it was; on the
         # contexts of the right concise answer it is compared with.
@@ -132,13 +131,18 @@ def build_cases(corpora: list[str] | tuple[str, ...], per_corpus: int = PER_CORP
     return cases
 
 
+def question_rng(seed: int, q: Question) -> random.Random:
+    """The draws of question `q`'s cases: build_cases's and distractor_draws's are the same."""
+    return random.Random(f"{seed}/{q.corpus}/{q.qid}")
+
+
 def distractor_draws(name: str, per_corpus: int = PER_CORPUS, seed: int = SEED, golds: str = "audited") -> dict[str, str]:
     """Question id -> the wrong answer drawn from its own passage (or its other option), for every
     question build_cases draws from corpus `name`: what bench/data/distractor-audit.jsonl reads."""
     corpus = load(name, golds)
     draws = {}
     for q in drawn(corpus, per_corpus, seed):
-        cases = _cases(corpus, q, "", random.Random(f"{seed}/{name}/{q.qid}"))
+        cases = _cases(corpus, q, "", question_rng(seed, q))
         draws.update((q.qid, c.value) for c in cases if c.kind == "wrong_option")
     return draws
 

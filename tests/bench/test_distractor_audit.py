@@ -6,8 +6,6 @@ is there."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from bench import judge_set
@@ -34,8 +32,8 @@ def _both_ways(corpus: str, qid: str) -> tuple[list[judge_set.JudgeCase], list[j
     """A question's cases before the balance, with the audit and with every draw kept."""
     source = load(corpus)
     q = next(q for q in source.questions if q.qid == qid)
-    return tuple(judge_set._cases(source, q, "test", random.Random(f"0/{corpus}/{qid}"), answering)  # type: ignore[return-value]
-                 for answering in (also_right(corpus), frozenset()))
+    return (judge_set._cases(source, q, "test", judge_set.question_rng(0, q), also_right(corpus)),
+            judge_set._cases(source, q, "test", judge_set.question_rng(0, q)))
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e["verdict"] == "right" and e["corpus"] != "squad"],
